@@ -1,0 +1,350 @@
+//! Command-line definitions and dispatch; nothing else lives here.
+//!
+//! Owns: the clap definitions, turning flags into settings, choosing the database, and the
+//! mapping of outcomes to exit codes ([`Exit`]). Must not: hold domain logic or print
+//! anything but through `report`. clap types stay in this module.
+
+use std::io::{self, Write};
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::db::{self, Db, DbError, Found, Kind, LookupError};
+use crate::report;
+use crate::upstream::{self, RefreshOptions, UpstreamError};
+
+/// Exit codes: part of the contract with users' scripts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// The answer is compatible, or the command succeeded.
+    Ok = 0,
+    /// The answer is incompatible (or conditional under `--strict`), or lint found problems.
+    Findings = 1,
+    /// Bad input or usage.
+    BadInput = 2,
+    /// The environment failed: Docker unreachable, a probe crashed, a registry refused.
+    Environment = 3,
+}
+
+impl Exit {
+    /// The process exit code.
+    pub fn code(self) -> u8 {
+        self as u8
+    }
+}
+
+/// An error that ends a command, with the exit code it maps to.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// The database could not be used.
+    #[error(transparent)]
+    Db(#[from] DbError),
+    /// A name matched no record, or several.
+    #[error(transparent)]
+    Lookup(#[from] LookupError),
+    /// Reading upstream failed, or its proposals could not be written.
+    #[error(transparent)]
+    Upstream(#[from] UpstreamError),
+    /// A flag's value is not usable.
+    #[error("{0}")]
+    Usage(String),
+    /// Writing the report failed.
+    #[error("cannot write output: {0}")]
+    Io(#[from] io::Error),
+}
+
+impl CliError {
+    /// The exit code this error maps to.
+    pub fn exit(&self) -> Exit {
+        match self {
+            CliError::Db(DbError::Dir { .. }) => Exit::BadInput,
+            // A broken record file is bad input: `--db` names it, or the build embedded it.
+            CliError::Db(DbError::Invalid(_)) => Exit::BadInput,
+            CliError::Lookup(_) => Exit::BadInput,
+            CliError::Usage(_) => Exit::BadInput,
+            CliError::Upstream(UpstreamError::OutDir { .. }) => Exit::BadInput,
+            CliError::Upstream(_) => Exit::Environment,
+            CliError::Io(_) => Exit::Environment,
+        }
+    }
+}
+
+/// gpuenv: will this Python + PyTorch + CUDA + driver + GPU stack run?
+///
+/// Answers from a curated, sourced database compiled into the binary.
+/// Exit codes: 0 ok or compatible; 1 incompatible, or problems found;
+/// 2 bad input or usage; 3 the environment failed.
+#[derive(Debug, Parser)]
+#[command(name = "gpuenv", version, about, long_about = None)]
+pub struct Cli {
+    /// Use the database in DIR (a `compat-db/` layout) instead of the embedded one.
+    #[arg(long, global = true, value_name = "DIR")]
+    pub db: Option<PathBuf>,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Work with the database itself.
+    Db {
+        #[command(subcommand)]
+        command: DbCommand,
+    },
+    /// Show one record and its sources: `gpuenv show gpu "H100 SXM"`.
+    Show(ShowArgs),
+}
+
+#[derive(Debug, Subcommand)]
+enum DbCommand {
+    /// Check every record: unknown keys, bad values, missing sources, dangling references,
+    /// duplicate ids or aliases, overlapping ranges. Exit 1 when any is found.
+    Lint {
+        /// Print a JSON document.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Coverage: records per kind, unverified facts, newest release per kind.
+    Stats {
+        /// Print a JSON document.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Read PyPI (and the PyTorch wheel index, where reachable) for torch releases, and
+    /// write proposed new or changed records to a directory for review. Curated records
+    /// are never changed. Exit 3 when upstream cannot be read; nothing is then written.
+    Refresh(RefreshArgs),
+    /// List the records of a kind.
+    List {
+        /// The kind of record.
+        kind: KindArg,
+        /// Print a JSON document.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Args)]
+struct RefreshArgs {
+    /// Directory for the proposals; must not exist or be empty.
+    #[arg(long, value_name = "DIR", default_value = "compat-db-proposals")]
+    out: PathBuf,
+    /// Also save every upstream response below DIR (test fixtures).
+    #[arg(long, value_name = "DIR")]
+    record: Option<PathBuf>,
+    /// PyPI's root URL.
+    #[arg(long, value_name = "URL", default_value = "https://pypi.org/")]
+    pypi: String,
+    /// The PyTorch wheel index URL.
+    #[arg(long, value_name = "URL", default_value = "https://download.pytorch.org/whl/")]
+    pytorch_index: String,
+    /// Do not read the PyTorch wheel index.
+    #[arg(long)]
+    no_pytorch_index: bool,
+    /// Seconds before a request is given up.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30)]
+    timeout: u64,
+    /// Print a JSON document.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+struct ShowArgs {
+    /// The kind of record.
+    kind: KindArg,
+    /// A name, alias, version or tag: `h100`, `12.4`, `2.4.1+cu121`, `r535`, `3.12`.
+    name: String,
+    /// Print a JSON document.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum KindArg {
+    Gpu,
+    Cuda,
+    Cudnn,
+    Torch,
+    Driver,
+    Python,
+    Image,
+}
+
+impl From<KindArg> for Kind {
+    fn from(k: KindArg) -> Kind {
+        match k {
+            KindArg::Gpu => Kind::Gpu,
+            KindArg::Cuda => Kind::Cuda,
+            KindArg::Cudnn => Kind::Cudnn,
+            KindArg::Torch => Kind::Torch,
+            KindArg::Driver => Kind::Driver,
+            KindArg::Python => Kind::Python,
+            KindArg::Image => Kind::Image,
+        }
+    }
+}
+
+/// A database chosen on the command line: borrowed when embedded, owned when read from DIR.
+enum DbRef {
+    Embedded(&'static Db),
+    Dir(Box<Db>),
+}
+
+impl std::ops::Deref for DbRef {
+    type Target = Db;
+    fn deref(&self) -> &Db {
+        match self {
+            DbRef::Embedded(d) => d,
+            DbRef::Dir(d) => d,
+        }
+    }
+}
+
+fn open_db(dir: &Option<PathBuf>) -> Result<DbRef, DbError> {
+    Ok(match dir {
+        Some(d) => DbRef::Dir(Box::new(Db::from_dir(d)?)),
+        None => DbRef::Embedded(Db::embedded()?),
+    })
+}
+
+/// Runs a parsed command line, writing its report to `out`.
+pub fn run(cli: Cli, out: &mut dyn Write) -> Result<Exit, CliError> {
+    let result = dispatch(&cli, out);
+    match result {
+        // A reader that went away (`gpuenv ... | head`) is not a failure.
+        Err(CliError::Io(e)) if e.kind() == io::ErrorKind::BrokenPipe => Ok(Exit::Ok),
+        other => other,
+    }
+}
+
+fn dispatch(cli: &Cli, out: &mut dyn Write) -> Result<Exit, CliError> {
+    match &cli.command {
+        Command::Db {
+            command: DbCommand::Lint { json },
+        } => {
+            let files = match &cli.db {
+                Some(dir) => db::read_dir(dir)?,
+                None => db::embedded_files(),
+            };
+            let problems = db::lint(&files);
+            report::lint(out, &problems, files.len(), *json)?;
+            Ok(if problems.is_empty() {
+                Exit::Ok
+            } else {
+                Exit::Findings
+            })
+        }
+        Command::Db {
+            command: DbCommand::Stats { json },
+        } => {
+            let db = open_db(&cli.db)?;
+            report::stats(out, &db, *json)?;
+            Ok(Exit::Ok)
+        }
+        Command::Db {
+            command: DbCommand::Refresh(args),
+        } => refresh(cli, args, out),
+        Command::Db {
+            command: DbCommand::List { kind, json },
+        } => {
+            let db = open_db(&cli.db)?;
+            let kind = Kind::from(*kind);
+            report::list(out, kind, &names(&db, kind), *json)?;
+            Ok(Exit::Ok)
+        }
+        Command::Show(args) => {
+            let db = open_db(&cli.db)?;
+            let found: Found<'_> = db.find(args.kind.into(), &args.name)?;
+            report::show(out, found, args.json)?;
+            Ok(Exit::Ok)
+        }
+    }
+}
+
+fn parse_url(flag: &str, text: &str) -> Result<reqwest::Url, CliError> {
+    // A base URL must end in `/` for relative paths to extend it rather than replace its
+    // last segment.
+    let with_slash = if text.ends_with('/') {
+        text.to_string()
+    } else {
+        format!("{text}/")
+    };
+    let url = reqwest::Url::parse(&with_slash)
+        .map_err(|e| CliError::Usage(format!("invalid {flag} `{text}`: {e}; expected an http(s) URL")))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(CliError::Usage(format!(
+            "invalid {flag} `{text}`: expected an http(s) URL"
+        )));
+    }
+    Ok(url)
+}
+
+fn refresh(cli: &Cli, args: &RefreshArgs, out: &mut dyn Write) -> Result<Exit, CliError> {
+    let opts = RefreshOptions {
+        pypi: parse_url("--pypi", &args.pypi)?,
+        pytorch_index: if args.no_pytorch_index {
+            None
+        } else {
+            Some(parse_url("--pytorch-index", &args.pytorch_index)?)
+        },
+        ..RefreshOptions::default()
+    };
+    if args.timeout == 0 {
+        return Err(CliError::Usage(
+            "invalid --timeout `0`: expected a number of seconds above 0".into(),
+        ));
+    }
+    let db = open_db(&cli.db)?;
+    let client = upstream::Client::new(args.record.clone(), std::time::Duration::from_secs(args.timeout))?;
+    let summary = upstream::refresh(&client, &db, &opts, Some(&args.out))?;
+    report::refresh(out, &summary, args.json)?;
+    Ok(Exit::Ok)
+}
+
+/// `(id, display name)` of every record of a kind.
+fn names(db: &Db, kind: Kind) -> Vec<(String, String)> {
+    match kind {
+        Kind::Gpu => db.gpus.iter().map(|g| (g.id.clone(), g.name.clone())).collect(),
+        Kind::Cuda => db.cuda.iter().map(|c| (c.id.clone(), c.label.clone())).collect(),
+        Kind::Cudnn => db
+            .cudnn
+            .iter()
+            .map(|c| (c.id.clone(), format!("cuDNN {}", c.version)))
+            .collect(),
+        Kind::Torch => db
+            .torch
+            .iter()
+            .map(|t| {
+                let tags: Vec<String> = t.variants.iter().map(|v| v.tag.to_string()).collect();
+                (t.id.clone(), format!("torch {} ({})", t.version, tags.join(", ")))
+            })
+            .collect(),
+        Kind::Driver => db
+            .drivers
+            .iter()
+            .map(|d| (d.id.clone(), format!("R{}", d.branch)))
+            .collect(),
+        Kind::Python => db
+            .python
+            .iter()
+            .map(|p| (p.id.clone(), format!("Python {}", p.version)))
+            .collect(),
+        Kind::Image => db
+            .images
+            .iter()
+            .map(|i| {
+                let name = match &i.tag {
+                    Some(t) => format!("{}:{t}", i.repository),
+                    None => format!(
+                        "{}:{}-*",
+                        i.repository,
+                        i.cuda.as_ref().map_or("", |c| c.as_str())
+                    ),
+                };
+                (i.id.clone(), name)
+            })
+            .collect(),
+    }
+}

@@ -1,0 +1,863 @@
+//! Builds the database from its files and checks it: layout, per-record rules, and the
+//! references and ranges across records. Every problem is collected, none stops the rest.
+
+use std::collections::HashMap;
+
+use serde::de::DeserializeOwned;
+
+use super::parse::{Doc, line_of, parse_doc, read_record, value_span};
+use super::problem::{KeyPath, Problem, ProblemKind};
+use super::records::*;
+use super::{Db, Kind, SourceFile, normalize};
+use crate::model::{Architecture, ComputeCapability, CudaVersion, PythonTag, Variant, public};
+
+struct FileCtx<'a> {
+    path: &'a str,
+    text: &'a str,
+    doc: Option<Doc<'a>>,
+}
+
+struct Checker<'a> {
+    files: Vec<FileCtx<'a>>,
+    problems: Vec<Problem>,
+}
+
+impl Checker<'_> {
+    fn report(&mut self, file: usize, key: KeyPath, kind: ProblemKind, message: impl Into<String>) {
+        let f = &self.files[file];
+        let line = f
+            .doc
+            .as_ref()
+            .and_then(|d| value_span(d, &key))
+            .map(|s| line_of(f.text, s.start));
+        self.problems.push(Problem {
+            file: f.path.to_string(),
+            line,
+            key,
+            kind,
+            message: message.into(),
+        });
+    }
+
+    fn sources(&mut self, file: usize, at: &KeyPath, sources: &[Source], required: bool) {
+        if required && sources.is_empty() {
+            self.report(
+                file,
+                at.join("sources"),
+                ProblemKind::MissingSources,
+                "a record needs at least one source",
+            );
+        }
+        for (i, s) in sources.iter().enumerate() {
+            if !(s.url.starts_with("https://") || s.url.starts_with("http://")) {
+                self.report(
+                    file,
+                    at.join("sources").index(i).join("url"),
+                    ProblemKind::MissingSources,
+                    format!("source `{}` is not an http(s) address", s.url),
+                );
+            }
+        }
+    }
+
+    fn stem(&mut self, file: usize, expected: &str) {
+        let path = self.files[file].path;
+        let stem = path.rsplit('/').next().unwrap_or(path).trim_end_matches(".toml");
+        if stem != expected {
+            self.report(
+                file,
+                KeyPath::default(),
+                ProblemKind::Layout,
+                format!("file name must be `{expected}.toml` for this record, not `{stem}.toml`"),
+            );
+        }
+    }
+}
+
+/// `H100 SXM` -> `h100-sxm`: the file stem of a record named by free text.
+pub(crate) fn slug(name: &str) -> String {
+    let mut out = String::new();
+    for c in name.chars() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c.to_ascii_lowercase());
+        } else if !out.ends_with('-') && !out.is_empty() {
+            out.push('-');
+        }
+    }
+    out.trim_end_matches('-').to_string()
+}
+
+fn stem_of(path: &str) -> String {
+    path.rsplit('/')
+        .next()
+        .unwrap_or(path)
+        .trim_end_matches(".toml")
+        .to_string()
+}
+
+/// Reads and checks every file; returns what could be read and every problem.
+pub(crate) fn build(files: &[SourceFile]) -> (Db, Vec<Problem>) {
+    let mut ck = Checker {
+        files: Vec::with_capacity(files.len()),
+        problems: Vec::new(),
+    };
+    let mut python = Vec::new();
+    let mut torch = Vec::new();
+    let mut cuda = Vec::new();
+    let mut cudnn = Vec::new();
+    let mut drivers = Vec::new();
+    let mut gpus = Vec::new();
+    let mut images = Vec::new();
+
+    for f in files {
+        let idx = ck.files.len();
+        let text = f.text.as_deref().unwrap_or("");
+        ck.files.push(FileCtx {
+            path: &f.path,
+            text,
+            doc: None,
+        });
+        let parts: Vec<&str> = f.path.split('/').collect();
+        let kind = match parts.as_slice() {
+            [dir, _name] => match dir.parse::<Kind>() {
+                Ok(k) => k,
+                Err(e) => {
+                    ck.report(
+                        idx,
+                        KeyPath::default(),
+                        ProblemKind::Layout,
+                        format!("{e} (directory of record files)"),
+                    );
+                    continue;
+                }
+            },
+            _ => {
+                ck.report(
+                    idx,
+                    KeyPath::default(),
+                    ProblemKind::Layout,
+                    "record files live at `<kind>/<id>.toml`",
+                );
+                continue;
+            }
+        };
+        if f.text.is_none() {
+            ck.report(idx, KeyPath::default(), ProblemKind::Syntax, "not UTF-8 text");
+            continue;
+        }
+        let Some(doc) = parse_doc(&f.path, text, &mut ck.problems) else {
+            continue;
+        };
+        let id = stem_of(&f.path);
+        fn read<T: DeserializeOwned>(
+            ck: &mut Checker<'_>,
+            idx: usize,
+            text: &str,
+            doc: &Doc<'_>,
+        ) -> Option<T> {
+            let path = ck.files[idx].path;
+            read_record::<T>(path, text, doc, &mut ck.problems)
+        }
+        match kind {
+            Kind::Python => python.extend(read::<PythonRelease>(&mut ck, idx, text, &doc).map(|mut r| {
+                r.id = id;
+                (idx, r)
+            })),
+            Kind::Torch => torch.extend(read::<TorchRelease>(&mut ck, idx, text, &doc).map(|mut r| {
+                r.id = id;
+                (idx, r)
+            })),
+            Kind::Cuda => cuda.extend(read::<CudaRelease>(&mut ck, idx, text, &doc).map(|mut r| {
+                r.id = id;
+                (idx, r)
+            })),
+            Kind::Cudnn => cudnn.extend(read::<CudnnRelease>(&mut ck, idx, text, &doc).map(|mut r| {
+                r.id = id;
+                (idx, r)
+            })),
+            Kind::Driver => drivers.extend(read::<DriverBranch>(&mut ck, idx, text, &doc).map(|mut r| {
+                r.id = id;
+                (idx, r)
+            })),
+            Kind::Gpu => gpus.extend(read::<Gpu>(&mut ck, idx, text, &doc).map(|mut r| {
+                r.id = id;
+                (idx, r)
+            })),
+            Kind::Image => images.extend(read::<Image>(&mut ck, idx, text, &doc).map(|mut r| {
+                r.id = id;
+                (idx, r)
+            })),
+        }
+        ck.files[idx].doc = Some(doc);
+    }
+
+    check_python(&mut ck, &python);
+    check_cuda(&mut ck, &cuda);
+    check_cudnn(&mut ck, &cudnn);
+    check_drivers(&mut ck, &drivers, &cuda);
+    check_gpus(&mut ck, &gpus, &drivers);
+    check_torch(&mut ck, &torch, &cuda, &cudnn, &python);
+    check_images(&mut ck, &images, &cuda, &cudnn, &python, &torch);
+
+    let mut problems = ck.problems;
+    problems.sort_by(|a, b| (&a.file, a.line, &a.key).cmp(&(&b.file, b.line, &b.key)));
+    problems.dedup();
+
+    fn strip<T>(v: Vec<(usize, T)>) -> Vec<T> {
+        v.into_iter().map(|(_, r)| r).collect()
+    }
+    let mut db = Db {
+        python: strip(python),
+        torch: strip(torch),
+        cuda: strip(cuda),
+        cudnn: strip(cudnn),
+        drivers: strip(drivers),
+        gpus: strip(gpus),
+        images: strip(images),
+    };
+    db.python.sort_by(|a, b| a.version.cmp(&b.version));
+    db.torch.sort_by(|a, b| a.version.cmp(&b.version));
+    db.cuda.sort_by(|a, b| a.version.cmp(&b.version));
+    db.cudnn.sort_by(|a, b| a.version.cmp(&b.version));
+    db.drivers.sort_by_key(|d| d.branch);
+    db.gpus.sort_by(|a, b| a.id.cmp(&b.id));
+    db.images.sort_by(|a, b| a.id.cmp(&b.id));
+    (db, problems)
+}
+
+/// Reports the second and later records with the same identity.
+fn duplicates<T, K: Eq + std::hash::Hash + std::fmt::Display>(
+    ck: &mut Checker<'_>,
+    records: &[(usize, T)],
+    key: impl Fn(&T) -> K,
+    field: &str,
+) {
+    let mut seen: HashMap<K, usize> = HashMap::new();
+    for (idx, r) in records {
+        let k = key(r);
+        if let Some(first) = seen.get(&k) {
+            let other = ck.files[*first].path.to_string();
+            ck.report(
+                *idx,
+                KeyPath::key(field),
+                ProblemKind::DuplicateId,
+                format!("`{k}` is also the record in `{other}`"),
+            );
+        } else {
+            seen.insert(k, *idx);
+        }
+    }
+}
+
+fn check_python(ck: &mut Checker<'_>, records: &[(usize, PythonRelease)]) {
+    for (idx, r) in records {
+        let idx = *idx;
+        ck.sources(idx, &KeyPath::default(), &r.sources, true);
+        if r.version.release().len() != 2 || r.version.is_pre() || r.version.is_local() {
+            ck.report(
+                idx,
+                KeyPath::key("version"),
+                ProblemKind::BadValue,
+                "a Python release line is `major.minor` (`3.12`)",
+            );
+        }
+        ck.stem(idx, &r.version.to_string());
+        if r.end_of_life <= r.released {
+            ck.report(
+                idx,
+                KeyPath::key("end_of_life"),
+                ProblemKind::Inconsistent,
+                "end of life must come after the release",
+            );
+        }
+    }
+    duplicates(ck, records, |r| r.version.clone(), "version");
+}
+
+fn check_cuda(ck: &mut Checker<'_>, records: &[(usize, CudaRelease)]) {
+    let mut family: HashMap<u32, (usize, &CudaRelease)> = HashMap::new();
+    for (idx, r) in records {
+        let idx = *idx;
+        ck.sources(idx, &KeyPath::default(), &r.sources, true);
+        ck.stem(idx, r.version.as_str());
+        if r.version.parts().len() != 3 {
+            ck.report(
+                idx,
+                KeyPath::key("version"),
+                ProblemKind::BadValue,
+                "a toolkit release is `major.minor.patch` (`12.4.0`)",
+            );
+        }
+        if r.sass.is_empty() {
+            ck.report(
+                idx,
+                KeyPath::key("sass"),
+                ProblemKind::BadValue,
+                "nvcc compiles for at least one architecture",
+            );
+        }
+        for (i, d) in r.deprecated.iter().enumerate() {
+            if !r.sass.contains(d) {
+                ck.report(
+                    idx,
+                    KeyPath::key("deprecated").index(i),
+                    ProblemKind::Inconsistent,
+                    format!("{d} is deprecated but not in `sass`"),
+                );
+            }
+        }
+        match family.get(&r.version.major()) {
+            Some((first_idx, first)) if first.family_min_driver != r.family_min_driver => {
+                let other = ck.files[*first_idx].path.to_string();
+                let show = |v: &Option<crate::model::DriverVersion>| {
+                    v.as_ref().map_or("none".to_string(), |d| d.to_string())
+                };
+                ck.report(
+                    idx,
+                    KeyPath::key("family_min_driver"),
+                    ProblemKind::Inconsistent,
+                    format!(
+                        "CUDA {}.x family floor is {} here but {} in `{other}`",
+                        r.version.major(),
+                        show(&r.family_min_driver),
+                        show(&first.family_min_driver)
+                    ),
+                );
+            }
+            Some(_) => {}
+            None => {
+                family.insert(r.version.major(), (idx, r));
+            }
+        }
+    }
+    // A newer toolkit never needs an older driver: a row out of order is a typo.
+    let mut sorted: Vec<&(usize, CudaRelease)> = records.iter().collect();
+    sorted.sort_by(|a, b| a.1.version.cmp(&b.1.version));
+    for pair in sorted.windows(2) {
+        let (prev, next) = (&pair[0].1, &pair[1]);
+        if next.1.min_driver_linux < prev.min_driver_linux {
+            ck.report(
+                next.0,
+                KeyPath::key("min_driver_linux"),
+                ProblemKind::OverlappingRange,
+                format!(
+                    "CUDA {} needs {} but the older CUDA {} needs {}: minimum drivers must not decrease",
+                    next.1.version, next.1.min_driver_linux, prev.version, prev.min_driver_linux
+                ),
+            );
+        }
+    }
+    duplicates(ck, records, |r| r.version.clone(), "version");
+}
+
+fn check_cudnn(ck: &mut Checker<'_>, records: &[(usize, CudnnRelease)]) {
+    for (idx, r) in records {
+        ck.sources(*idx, &KeyPath::default(), &r.sources, true);
+        ck.stem(*idx, r.version.as_str());
+        if r.cuda_majors.is_empty() {
+            ck.report(
+                *idx,
+                KeyPath::key("cuda_majors"),
+                ProblemKind::BadValue,
+                "list the CUDA majors it is built for",
+            );
+        }
+    }
+    duplicates(ck, records, |r| r.version.clone(), "version");
+}
+
+fn has_cuda_minor(cuda: &[(usize, CudaRelease)], v: &CudaVersion) -> bool {
+    cuda.iter()
+        .any(|(_, c)| c.version.major_minor() == v.major_minor())
+}
+
+fn check_drivers(ck: &mut Checker<'_>, records: &[(usize, DriverBranch)], cuda: &[(usize, CudaRelease)]) {
+    for (idx, r) in records {
+        let idx = *idx;
+        ck.sources(idx, &KeyPath::default(), &r.sources, true);
+        ck.stem(idx, &format!("r{}", r.branch));
+        for (field, v) in [
+            ("first_version", &r.first_version),
+            ("latest_version", &r.latest_version),
+        ] {
+            if let Some(v) = v {
+                if v.branch() != r.branch {
+                    ck.report(
+                        idx,
+                        KeyPath::key(field),
+                        ProblemKind::Inconsistent,
+                        format!("{v} is not a release of branch R{}", r.branch),
+                    );
+                }
+            }
+        }
+        if let (Some(a), Some(b)) = (&r.first_version, &r.latest_version) {
+            if a > b {
+                ck.report(
+                    idx,
+                    KeyPath::key("latest_version"),
+                    ProblemKind::Inconsistent,
+                    format!("{b} is older than the first release {a}"),
+                );
+            }
+        }
+        if let (Some(a), Some(b)) = (&r.released, &r.end_of_life) {
+            if b <= a {
+                ck.report(
+                    idx,
+                    KeyPath::key("end_of_life"),
+                    ProblemKind::Inconsistent,
+                    "end of life must come after the release",
+                );
+            }
+        }
+        if r.architectures.is_empty() {
+            ck.report(
+                idx,
+                KeyPath::key("architectures"),
+                ProblemKind::BadValue,
+                "list the architectures the branch drives",
+            );
+        }
+        for (i, v) in r.forward_compat.iter().enumerate() {
+            if !has_cuda_minor(cuda, v) {
+                ck.report(
+                    idx,
+                    KeyPath::key("forward_compat").index(i),
+                    ProblemKind::DanglingReference,
+                    format!("no CUDA {} toolkit record", v),
+                );
+            }
+        }
+    }
+    // Release ranges of different branches must not overlap.
+    let mut ranges: Vec<(usize, &DriverBranch)> = records
+        .iter()
+        .filter(|(_, r)| r.first_version.is_some() && r.latest_version.is_some())
+        .map(|(i, r)| (*i, r))
+        .collect();
+    ranges.sort_by(|a, b| a.1.first_version.cmp(&b.1.first_version));
+    for pair in ranges.windows(2) {
+        let (a, b) = (pair[0].1, pair[1]);
+        if b.1.first_version <= a.latest_version {
+            ck.report(
+                b.0,
+                KeyPath::key("first_version"),
+                ProblemKind::OverlappingRange,
+                format!(
+                    "R{} releases start at {} but R{} runs to {}",
+                    b.1.branch,
+                    b.1.first_version.as_ref().expect("filtered"),
+                    a.branch,
+                    a.latest_version.as_ref().expect("filtered")
+                ),
+            );
+        }
+    }
+    duplicates(ck, records, |r| r.branch, "branch");
+}
+
+fn check_gpus(ck: &mut Checker<'_>, records: &[(usize, Gpu)], drivers: &[(usize, DriverBranch)]) {
+    let mut names: HashMap<String, (usize, String)> = HashMap::new();
+    for (idx, g) in records {
+        let idx = *idx;
+        ck.sources(idx, &KeyPath::default(), &g.sources, true);
+        ck.stem(idx, &slug(&g.name));
+        if Architecture::of(g.compute_capability) != Some(g.architecture) {
+            ck.report(
+                idx,
+                KeyPath::key("architecture"),
+                ProblemKind::Inconsistent,
+                format!(
+                    "compute capability {} is not {}",
+                    g.compute_capability, g.architecture
+                ),
+            );
+        }
+        if !(g.memory_gib.is_finite() && g.memory_gib > 0.0) {
+            ck.report(
+                idx,
+                KeyPath::key("memory_gib"),
+                ProblemKind::BadValue,
+                "memory must be a positive number of GiB",
+            );
+        }
+        if g.forward_compat && g.segment == Segment::Consumer {
+            ck.report(
+                idx,
+                KeyPath::key("forward_compat"),
+                ProblemKind::Inconsistent,
+                "GeForce GPUs are never eligible for CUDA forward compatibility",
+            );
+        }
+        if !drivers.is_empty()
+            && !drivers
+                .iter()
+                .any(|(_, d)| d.architectures.contains(&g.architecture))
+        {
+            ck.report(
+                idx,
+                KeyPath::key("architecture"),
+                ProblemKind::DanglingReference,
+                format!("no driver branch record drives {}", g.architecture),
+            );
+        }
+        let all = std::iter::once((KeyPath::key("name"), &g.name)).chain(
+            g.aliases
+                .iter()
+                .enumerate()
+                .map(|(i, a)| (KeyPath::key("aliases").index(i), a)),
+        );
+        for (key, name) in all {
+            let n = normalize(name);
+            if n.is_empty() {
+                ck.report(idx, key, ProblemKind::BadValue, "a name needs letters or digits");
+                continue;
+            }
+            match names.get(&n) {
+                Some((other, other_name)) if *other != idx => {
+                    let other_path = ck.files[*other].path.to_string();
+                    ck.report(
+                        idx,
+                        key,
+                        ProblemKind::DuplicateAlias,
+                        format!("`{name}` also names `{other_name}` in `{other_path}`"),
+                    );
+                }
+                Some(_) => {
+                    ck.report(
+                        idx,
+                        key,
+                        ProblemKind::DuplicateAlias,
+                        format!("`{name}` is listed twice"),
+                    );
+                }
+                None => {
+                    names.insert(n, (idx, g.name.clone()));
+                }
+            }
+        }
+    }
+}
+
+fn python_exists(python: &[(usize, PythonRelease)], tag: &PythonTag) -> bool {
+    python
+        .iter()
+        .any(|(_, p)| p.version.release() == [u64::from(tag.major), u64::from(tag.minor)])
+}
+
+fn check_torch(
+    ck: &mut Checker<'_>,
+    records: &[(usize, TorchRelease)],
+    cuda: &[(usize, CudaRelease)],
+    cudnn: &[(usize, CudnnRelease)],
+    python: &[(usize, PythonRelease)],
+) {
+    for (idx, t) in records {
+        let idx = *idx;
+        ck.sources(idx, &KeyPath::default(), &t.sources, true);
+        ck.stem(idx, &t.version.to_string());
+        if t.version.is_local() {
+            ck.report(
+                idx,
+                KeyPath::key("version"),
+                ProblemKind::BadValue,
+                "a release has no local segment; builds are `variants`",
+            );
+        }
+        for (i, tag) in t.python.iter().enumerate() {
+            if !python_exists(python, tag) {
+                ck.report(
+                    idx,
+                    KeyPath::key("python").index(i),
+                    ProblemKind::DanglingReference,
+                    format!("no Python {} record", tag.version()),
+                );
+            }
+        }
+        if t.variants.is_empty() {
+            ck.report(
+                idx,
+                KeyPath::key("variants"),
+                ProblemKind::MissingKey,
+                "a release has at least one build",
+            );
+        }
+        if t.variant(t.pypi_default).is_none() {
+            ck.report(
+                idx,
+                KeyPath::key("pypi_default"),
+                ProblemKind::DanglingReference,
+                format!("`{}` is not one of the variants", t.pypi_default),
+            );
+        }
+        let mut tags: Vec<Variant> = Vec::new();
+        for (i, v) in t.variants.iter().enumerate() {
+            let at = KeyPath::key("variants").index(i);
+            ck.sources(idx, &at, &v.sources, false);
+            if tags.contains(&v.tag) {
+                ck.report(
+                    idx,
+                    at.join("tag"),
+                    ProblemKind::DuplicateId,
+                    format!("variant `{}` is listed twice", v.tag),
+                );
+            }
+            tags.push(v.tag);
+            if !v.index_url.starts_with("https://") {
+                ck.report(
+                    idx,
+                    at.join("index_url"),
+                    ProblemKind::BadValue,
+                    "the index is an https:// address",
+                );
+            }
+            for (j, tag) in v.python.iter().flatten().enumerate() {
+                if !python_exists(python, tag) {
+                    ck.report(
+                        idx,
+                        at.join("python").index(j),
+                        ProblemKind::DanglingReference,
+                        format!("no Python {} record", tag.version()),
+                    );
+                }
+            }
+            match v.tag {
+                Variant::Cpu => {
+                    let cuda_only = [
+                        ("cuda", v.cuda.is_some()),
+                        ("cudart", v.cudart.is_some()),
+                        ("cudnn", v.cudnn.is_some()),
+                        ("nccl", v.nccl.is_some()),
+                        ("sass", !v.sass.is_empty()),
+                        ("ptx", !v.ptx.is_empty()),
+                    ];
+                    for (field, present) in cuda_only {
+                        if present {
+                            ck.report(
+                                idx,
+                                at.join(field),
+                                ProblemKind::Inconsistent,
+                                format!("a `cpu` build has no `{field}`"),
+                            );
+                        }
+                    }
+                }
+                Variant::Cuda { .. } => check_cuda_variant(ck, idx, &at, v, cuda, cudnn),
+            }
+        }
+    }
+    duplicates(ck, records, |r| r.version.clone(), "version");
+}
+
+fn check_cuda_variant(
+    ck: &mut Checker<'_>,
+    idx: usize,
+    at: &KeyPath,
+    v: &TorchVariant,
+    cuda: &[(usize, CudaRelease)],
+    cudnn: &[(usize, CudnnRelease)],
+) {
+    let expected = v.tag.cuda().expect("a cuda variant has a CUDA version");
+    let Some(c) = &v.cuda else {
+        ck.report(
+            idx,
+            at.join("cuda"),
+            ProblemKind::MissingKey,
+            format!("a `{}` build names its CUDA version", v.tag),
+        );
+        return;
+    };
+    if c.major_minor() != expected.major_minor() {
+        ck.report(
+            idx,
+            at.join("cuda"),
+            ProblemKind::Inconsistent,
+            format!("`{}` is CUDA {expected}, not {c}", v.tag),
+        );
+    }
+    if let Some(rt) = &v.cudart {
+        if rt.major_minor() != c.major_minor() {
+            ck.report(
+                idx,
+                at.join("cudart"),
+                ProblemKind::Inconsistent,
+                format!("cudart {rt} is not CUDA {c}"),
+            );
+        }
+    }
+    let toolkits: Vec<&CudaRelease> = cuda
+        .iter()
+        .map(|(_, r)| r)
+        .filter(|r| r.version.major_minor() == c.major_minor())
+        .collect();
+    if toolkits.is_empty() {
+        ck.report(
+            idx,
+            at.join("cuda"),
+            ProblemKind::DanglingReference,
+            format!("no CUDA {c} toolkit record"),
+        );
+    } else {
+        // The wheel's SASS was compiled by that toolkit's nvcc, so each arch must be one of its targets.
+        for (field, list) in [("sass", &v.sass), ("ptx", &v.ptx)] {
+            for (j, cc) in list.iter().enumerate() {
+                let supported = toolkits.iter().any(|t| {
+                    t.sass.contains(cc) || t.sass.contains(&ComputeCapability::new(cc.major, cc.minor))
+                });
+                if !supported {
+                    ck.report(
+                        idx,
+                        at.join(field).index(j),
+                        ProblemKind::Inconsistent,
+                        format!("{} is not a target of CUDA {c}'s nvcc", cc.sm()),
+                    );
+                }
+            }
+        }
+    }
+    if let Some(d) = &v.cudnn {
+        if !cudnn.iter().any(|(_, r)| &r.version == d) {
+            ck.report(
+                idx,
+                at.join("cudnn"),
+                ProblemKind::DanglingReference,
+                format!("no cuDNN {d} record"),
+            );
+        }
+    }
+}
+
+fn check_images(
+    ck: &mut Checker<'_>,
+    records: &[(usize, Image)],
+    cuda: &[(usize, CudaRelease)],
+    cudnn: &[(usize, CudnnRelease)],
+    python: &[(usize, PythonRelease)],
+    torch: &[(usize, TorchRelease)],
+) {
+    for (idx, im) in records {
+        let idx = *idx;
+        ck.sources(idx, &KeyPath::default(), &im.sources, true);
+        let (need_tag, need_torch, need_cuda, repo) = match im.family {
+            ImageFamily::NvidiaCuda => (false, false, true, "nvidia/cuda"),
+            ImageFamily::Pytorch => (true, true, false, "pytorch/pytorch"),
+            ImageFamily::Ngc => (true, true, true, "nvcr.io/nvidia/pytorch"),
+        };
+        if im.repository != repo {
+            ck.report(
+                idx,
+                KeyPath::key("repository"),
+                ProblemKind::Inconsistent,
+                format!("a `{}` image lives in `{repo}`", family_name(im.family)),
+            );
+        }
+        if need_tag && im.tag.is_none() {
+            ck.report(
+                idx,
+                KeyPath::key("tag"),
+                ProblemKind::MissingKey,
+                format!("a `{}` image record names its tag", family_name(im.family)),
+            );
+        }
+        if !need_tag && im.tag.is_some() {
+            ck.report(
+                idx,
+                KeyPath::key("tag"),
+                ProblemKind::Inconsistent,
+                "an `nvidia/cuda` record is a family of tags: give `flavors` and `os` instead",
+            );
+        }
+        if im.family == ImageFamily::NvidiaCuda && (im.flavors.is_empty() || im.os.is_empty()) {
+            ck.report(
+                idx,
+                KeyPath::key("flavors"),
+                ProblemKind::MissingKey,
+                "an `nvidia/cuda` family lists its `flavors` and `os`",
+            );
+        }
+        if need_torch && im.torch.is_none() {
+            ck.report(
+                idx,
+                KeyPath::key("torch"),
+                ProblemKind::MissingKey,
+                "this image's torch version is required",
+            );
+        }
+        if need_cuda && im.cuda.is_none() {
+            ck.report(
+                idx,
+                KeyPath::key("cuda"),
+                ProblemKind::MissingKey,
+                "this image's CUDA version is required",
+            );
+        }
+        if let Some(c) = &im.cuda {
+            let found = match im.family {
+                ImageFamily::NvidiaCuda => cuda.iter().any(|(_, r)| &r.version == c),
+                _ => has_cuda_minor(cuda, c),
+            };
+            if !found {
+                ck.report(
+                    idx,
+                    KeyPath::key("cuda"),
+                    ProblemKind::DanglingReference,
+                    format!("no CUDA {c} toolkit record"),
+                );
+            }
+        }
+        if let Some(d) = &im.cudnn {
+            if !cudnn.iter().any(|(_, r)| &r.version == d) {
+                ck.report(
+                    idx,
+                    KeyPath::key("cudnn"),
+                    ProblemKind::DanglingReference,
+                    format!("no cuDNN {d} record"),
+                );
+            }
+        }
+        if let Some(p) = &im.python {
+            let xy = &p.release()[..p.release().len().min(2)];
+            if !python.iter().any(|(_, r)| r.version.release() == xy) {
+                ck.report(
+                    idx,
+                    KeyPath::key("python"),
+                    ProblemKind::DanglingReference,
+                    format!("no Python {p} record"),
+                );
+            }
+        }
+        // NGC ships pre-release builds of torch (2.5.0a0+872d972e41) that are no PyPI release.
+        if let (Some(t), ImageFamily::Pytorch) = (&im.torch, im.family) {
+            if !torch.iter().any(|(_, r)| r.version == public(t)) {
+                ck.report(
+                    idx,
+                    KeyPath::key("torch"),
+                    ProblemKind::DanglingReference,
+                    format!("no torch {t} record"),
+                );
+            }
+        }
+    }
+    duplicates(
+        ck,
+        records,
+        |im| match &im.tag {
+            Some(tag) => format!("{}:{tag}", im.repository),
+            None => format!(
+                "{}:{}",
+                im.repository,
+                im.cuda.as_ref().map_or("?", |c| c.as_str())
+            ),
+        },
+        "tag",
+    );
+}
+
+fn family_name(f: ImageFamily) -> &'static str {
+    match f {
+        ImageFamily::NvidiaCuda => "nvidia-cuda",
+        ImageFamily::Pytorch => "pytorch",
+        ImageFamily::Ngc => "ngc",
+    }
+}

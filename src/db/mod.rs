@@ -1,0 +1,262 @@
+//! The compat database: records of Python, torch, CUDA, cuDNN, drivers, GPUs and images.
+//!
+//! Owns: reading `compat-db/` (compiled into the binary, or `--db DIR`), checking it
+//! (strict, typed, every problem with file, line and key), and finding records by name.
+//! Must not: decide compatibility (that is `resolve`), print (that is `report`), or reach
+//! the network.
+//!
+//! Loading and linting are one pipeline: [`lint`] returns every problem, [`Db::load`]
+//! refuses a database with any.
+
+mod check;
+mod lookup;
+mod parse;
+mod problem;
+pub mod records;
+
+use std::borrow::Cow;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::OnceLock;
+
+use serde::Serialize;
+
+pub use lookup::{Found, LookupError, normalize};
+pub use problem::{KeyPath, Problem, ProblemKind, Seg};
+pub use records::*;
+
+mod embedded {
+    include!(concat!(env!("OUT_DIR"), "/embedded_db.rs"));
+}
+
+/// The kinds of record, one directory each under `compat-db/`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// `python/3.12.toml`
+    Python,
+    /// `torch/2.4.1.toml`
+    Torch,
+    /// `cuda/12.4.0.toml`
+    Cuda,
+    /// `cudnn/9.1.0.70.toml`
+    Cudnn,
+    /// `driver/r535.toml`
+    Driver,
+    /// `gpu/h100-sxm.toml`
+    Gpu,
+    /// `image/ngc-24.08.toml`
+    Image,
+}
+
+impl Kind {
+    /// Every kind, in the order reports list them.
+    pub const ALL: [Kind; 7] = [
+        Kind::Gpu,
+        Kind::Driver,
+        Kind::Cuda,
+        Kind::Cudnn,
+        Kind::Python,
+        Kind::Torch,
+        Kind::Image,
+    ];
+
+    /// The directory name, which is also the name on the command line.
+    pub fn dir(&self) -> &'static str {
+        match self {
+            Kind::Python => "python",
+            Kind::Torch => "torch",
+            Kind::Cuda => "cuda",
+            Kind::Cudnn => "cudnn",
+            Kind::Driver => "driver",
+            Kind::Gpu => "gpu",
+            Kind::Image => "image",
+        }
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.dir())
+    }
+}
+
+impl FromStr for Kind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Kind::ALL.into_iter().find(|k| k.dir() == s).ok_or_else(|| {
+            let names: Vec<&str> = Kind::ALL.iter().map(|k| k.dir()).collect();
+            format!("unknown kind `{s}`: expected one of {}", names.join(", "))
+        })
+    }
+}
+
+/// One record file: its path relative to the database root and its text.
+#[derive(Debug, Clone)]
+pub struct SourceFile {
+    /// `cuda/12.4.0.toml`.
+    pub path: String,
+    /// The TOML text; `None` when the file could not be read as UTF-8.
+    pub text: Option<Cow<'static, str>>,
+}
+
+/// The record files compiled into the binary.
+pub fn embedded_files() -> Vec<SourceFile> {
+    embedded::FILES
+        .iter()
+        .map(|(path, text)| SourceFile {
+            path: (*path).to_string(),
+            text: Some(Cow::Borrowed(*text)),
+        })
+        .collect()
+}
+
+/// Why a database could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum DbError {
+    /// `--db DIR` names something that is not a readable directory.
+    #[error("cannot read database directory `{path}`: {reason}")]
+    Dir {
+        /// The directory as given.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// The records have problems; the first few are listed.
+    #[error("{}", invalid_message(.0))]
+    Invalid(Vec<Problem>),
+}
+
+fn invalid_message(problems: &[Problem]) -> String {
+    let mut s = format!(
+        "the database has {} problem{} (run `gpuenv db lint` for all of them):",
+        problems.len(),
+        if problems.len() == 1 { "" } else { "s" }
+    );
+    for p in problems.iter().take(5) {
+        s.push_str("\n  ");
+        s.push_str(&p.to_string());
+    }
+    s
+}
+
+/// Reads every file of a database directory. Files outside `<kind>/` directories, other than
+/// documentation and the templates, are reported by the linter as layout problems.
+pub fn read_dir(root: &Path) -> Result<Vec<SourceFile>, DbError> {
+    let dir_err = |reason: String| DbError::Dir {
+        path: root.to_path_buf(),
+        reason,
+    };
+    let meta = fs_err::metadata(root).map_err(|e| dir_err(io_reason(&e)))?;
+    if !meta.is_dir() {
+        return Err(dir_err("not a directory".into()));
+    }
+    let mut files = Vec::new();
+    walk(root, root, &mut files).map_err(|e| dir_err(io_reason(&e)))?;
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(files)
+}
+
+fn io_reason(e: &std::io::Error) -> String {
+    // fs-err puts the path in the message; the kind alone reads better after ours.
+    match e.kind() {
+        std::io::ErrorKind::NotFound => "no such directory".into(),
+        std::io::ErrorKind::PermissionDenied => "permission denied".into(),
+        _ => e.to_string(),
+    }
+}
+
+fn walk(root: &Path, dir: &Path, out: &mut Vec<SourceFile>) -> std::io::Result<()> {
+    for entry in fs_err::read_dir(dir)? {
+        let entry = entry?;
+        let path = entry.path();
+        let rel = path
+            .strip_prefix(root)
+            .unwrap_or(&path)
+            .to_string_lossy()
+            .replace('\\', "/");
+        let ft = entry.file_type()?;
+        if ft.is_dir() {
+            if rel != "templates" && !rel.starts_with('.') {
+                walk(root, &path, out)?;
+            }
+        } else if rel.ends_with(".toml") {
+            let bytes = fs_err::read(&path)?;
+            out.push(SourceFile {
+                path: rel,
+                text: String::from_utf8(bytes).ok().map(Cow::Owned),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The whole database, checked.
+#[derive(Debug, Clone, Default)]
+pub struct Db {
+    /// Python release lines, oldest first.
+    pub python: Vec<PythonRelease>,
+    /// torch releases, oldest first.
+    pub torch: Vec<TorchRelease>,
+    /// CUDA toolkit releases, oldest first.
+    pub cuda: Vec<CudaRelease>,
+    /// cuDNN releases, oldest first.
+    pub cudnn: Vec<CudnnRelease>,
+    /// Driver branches, oldest first.
+    pub drivers: Vec<DriverBranch>,
+    /// GPUs, by id.
+    pub gpus: Vec<Gpu>,
+    /// Images, by id.
+    pub images: Vec<Image>,
+}
+
+static EMBEDDED: OnceLock<Result<Db, Vec<Problem>>> = OnceLock::new();
+
+impl Db {
+    /// Checks `files` and builds the database; any problem refuses it.
+    pub fn load(files: &[SourceFile]) -> Result<Db, DbError> {
+        let (db, problems) = check::build(files);
+        if problems.is_empty() {
+            Ok(db)
+        } else {
+            Err(DbError::Invalid(problems))
+        }
+    }
+
+    /// The database compiled into the binary (checked once per process).
+    pub fn embedded() -> Result<&'static Db, DbError> {
+        EMBEDDED
+            .get_or_init(|| {
+                Db::load(&embedded_files()).map_err(|e| match e {
+                    DbError::Invalid(p) => p,
+                    DbError::Dir { .. } => unreachable!("embedded files need no directory"),
+                })
+            })
+            .as_ref()
+            .map_err(|p| DbError::Invalid(p.clone()))
+    }
+
+    /// The database in `dir`.
+    pub fn from_dir(dir: &Path) -> Result<Db, DbError> {
+        Db::load(&read_dir(dir)?)
+    }
+
+    /// How many records of a kind.
+    pub fn count(&self, kind: Kind) -> usize {
+        match kind {
+            Kind::Python => self.python.len(),
+            Kind::Torch => self.torch.len(),
+            Kind::Cuda => self.cuda.len(),
+            Kind::Cudnn => self.cudnn.len(),
+            Kind::Driver => self.drivers.len(),
+            Kind::Gpu => self.gpus.len(),
+            Kind::Image => self.images.len(),
+        }
+    }
+}
+
+/// Every problem in `files`, in file and line order.
+pub fn lint(files: &[SourceFile]) -> Vec<Problem> {
+    check::build(files).1
+}

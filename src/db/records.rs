@@ -1,0 +1,420 @@
+//! The typed records of each kind, one per file under `compat-db/<kind>/`.
+//!
+//! The schema is documented for curators in `compat-db/README.md`; keep the two in step
+//! (a test parses every template in `compat-db/templates/` with these types). Records carry
+//! their `sources`, the names of facts that are `unverified`, and free `notes`. `id` is not
+//! written in the file: it is the file's stem, set by the loader.
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::{
+    Architecture, ComputeCapability, CudaVersion, CudnnVersion, DriverVersion, Manylinux, NcclVersion,
+    PartialDate, PythonTag, Variant, Version, VersionSpecifiers,
+};
+
+/// Where a fact comes from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Source {
+    /// The page or file, as an `https://` address.
+    pub url: String,
+    /// What it says, or which part of the page (e.g. "Table 3").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// A CPython minor release line.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PythonRelease {
+    /// Set by the loader: the file stem.
+    #[serde(skip_deserializing)]
+    pub id: String,
+    /// `3.12`: major and minor only.
+    pub version: Version,
+    /// When X.Y.0 was released.
+    pub released: PartialDate,
+    /// End of security support (planned or past).
+    pub end_of_life: PartialDate,
+    /// A free-threaded (PEP 703) build of this line exists.
+    #[serde(default)]
+    pub free_threaded: bool,
+    /// Facts not checked against a primary source, by key.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unverified: Vec<String>,
+    /// Anything a curator should know.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notes: Option<String>,
+    /// Where the facts come from (required; the checker reports an empty list).
+    #[serde(default)]
+    pub sources: Vec<Source>,
+}
+
+/// A CUDA toolkit release (GA or update).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CudaRelease {
+    /// Set by the loader: the file stem.
+    #[serde(skip_deserializing)]
+    pub id: String,
+    /// `12.4.0`.
+    pub version: CudaVersion,
+    /// NVIDIA's name for it: "CUDA 12.4 Update 1".
+    pub label: String,
+    /// Release date.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub released: Option<PartialDate>,
+    /// "Toolkit Driver Version" for Linux x86_64: the native minimum.
+    pub min_driver_linux: DriverVersion,
+    /// The same for Windows; absent when the toolkit no longer bundles a Windows driver.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_driver_windows: Option<DriverVersion>,
+    /// Minor-version compatibility floor of the family (Linux); absent before CUDA 11,
+    /// which had none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub family_min_driver: Option<DriverVersion>,
+    /// Minor-version compatibility floor of the family (Windows).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub family_min_driver_windows: Option<DriverVersion>,
+    /// Real architectures nvcc compiles for offline (`sm_XY`), as compute capabilities.
+    pub sass: Vec<ComputeCapability>,
+    /// Targets nvcc still accepts but warns will be removed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deprecated: Vec<ComputeCapability>,
+    /// Facts not checked against a primary source, by key.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unverified: Vec<String>,
+    /// Anything a curator should know.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notes: Option<String>,
+    /// Where the facts come from (required; the checker reports an empty list).
+    #[serde(default)]
+    pub sources: Vec<Source>,
+}
+
+/// A cuDNN release.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CudnnRelease {
+    /// Set by the loader: the file stem.
+    #[serde(skip_deserializing)]
+    pub id: String,
+    /// `9.1.0.70`.
+    pub version: CudnnVersion,
+    /// The CUDA majors it is built for (`[11, 12]`).
+    pub cuda_majors: Vec<u32>,
+    /// Release date.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub released: Option<PartialDate>,
+    /// Facts not checked against a primary source, by key.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unverified: Vec<String>,
+    /// Anything a curator should know.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notes: Option<String>,
+    /// Where the facts come from (required; the checker reports an empty list).
+    #[serde(default)]
+    pub sources: Vec<Source>,
+}
+
+/// How NVIDIA supports a driver branch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BranchType {
+    /// Long-term support branch (R470, R535, R580).
+    Ltsb,
+    /// Production branch (R550, R570).
+    Production,
+    /// New feature branch: short-lived, no end of life, not a forward-compatibility host.
+    NewFeature,
+    /// Developer / evaluation branch bundled with a toolkit.
+    Developer,
+    /// Not established from a primary source.
+    Unknown,
+}
+
+/// An NVIDIA driver branch (`R535`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DriverBranch {
+    /// Set by the loader: the file stem (`r535`).
+    #[serde(skip_deserializing)]
+    pub id: String,
+    /// The branch number: the major of every driver version in it.
+    pub branch: u32,
+    /// LTSB, production, new feature...
+    #[serde(rename = "type")]
+    pub branch_type: BranchType,
+    /// The first release of the branch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_version: Option<DriverVersion>,
+    /// The newest release known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latest_version: Option<DriverVersion>,
+    /// When the branch first shipped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub released: Option<PartialDate>,
+    /// End of support.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_of_life: Option<PartialDate>,
+    /// The GPU architectures the branch drives.
+    pub architectures: Vec<Architecture>,
+    /// CUDA releases (major.minor) whose `cuda-compat` package supports this branch as host.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub forward_compat: Vec<CudaVersion>,
+    /// Facts not checked against a primary source, by key.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unverified: Vec<String>,
+    /// Anything a curator should know.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notes: Option<String>,
+    /// Where the facts come from (required; the checker reports an empty list).
+    #[serde(default)]
+    pub sources: Vec<Source>,
+}
+
+/// Who a GPU is sold to; decides forward-compatibility eligibility among other things.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Segment {
+    /// Data-center GPUs (Tesla, A/H/B/L series).
+    Datacenter,
+    /// Professional workstation boards (RTX A6000, RTX 6000 Ada).
+    Workstation,
+    /// GeForce.
+    Consumer,
+}
+
+/// Physical form of a GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FormFactor {
+    /// PCIe card.
+    Pcie,
+    /// SXM2 module (P100, V100).
+    Sxm2,
+    /// SXM3 module (V100 in DGX-2).
+    Sxm3,
+    /// SXM4 module (A100).
+    Sxm4,
+    /// SXM5 module (H100, H200).
+    Sxm5,
+    /// SXM6 module (B300).
+    Sxm6,
+    /// SXM module of unspecified generation (HGX B200, H800, H20).
+    Sxm,
+    /// CPU + GPU superchip (GH200, GB200).
+    Superchip,
+}
+
+/// A GPU model people rent.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Gpu {
+    /// Set by the loader: the file stem (`h100-sxm`).
+    #[serde(skip_deserializing)]
+    pub id: String,
+    /// Canonical name: "H100 SXM".
+    pub name: String,
+    /// Other names people and `nvidia-smi` use: "NVIDIA H100 80GB HBM3".
+    #[serde(default)]
+    pub aliases: Vec<String>,
+    /// Architecture.
+    pub architecture: Architecture,
+    /// Compute capability.
+    pub compute_capability: ComputeCapability,
+    /// Memory per GPU as sold, in GiB (80 for an "80GB" H100).
+    pub memory_gib: f64,
+    /// HBM3, GDDR6X...
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_type: Option<String>,
+    /// Memory bandwidth in GB/s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bandwidth_gbs: Option<u32>,
+    /// PCIe, SXM...
+    pub form_factor: FormFactor,
+    /// NVLink generation and bandwidth, or "PCIe only".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interconnect: Option<String>,
+    /// Data center, workstation or consumer.
+    pub segment: Segment,
+    /// Eligible for CUDA forward compatibility (`cuda-compat`).
+    pub forward_compat: bool,
+    /// Board power in watts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tdp_w: Option<u32>,
+    /// The host CPU architecture when the GPU comes with its own CPU (GH200: `aarch64`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_arch: Option<String>,
+    /// Facts not checked against a primary source, by key.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unverified: Vec<String>,
+    /// Anything a curator should know.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notes: Option<String>,
+    /// Where the facts come from (required; the checker reports an empty list).
+    #[serde(default)]
+    pub sources: Vec<Source>,
+}
+
+/// A PyTorch release and the builds published for it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TorchRelease {
+    /// Set by the loader: the file stem.
+    #[serde(skip_deserializing)]
+    pub id: String,
+    /// `2.4.1`.
+    pub version: Version,
+    /// Release date.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub released: Option<PartialDate>,
+    /// `Requires-Python` of the wheels (the tags decide, this informs).
+    pub requires_python: VersionSpecifiers,
+    /// CPython tags of the Linux x86_64 wheels.
+    pub python: Vec<PythonTag>,
+    /// Platform tag of the Linux x86_64 wheels: sets the glibc floor.
+    pub manylinux: Manylinux,
+    /// The variant `pip install torch` gets from PyPI.
+    pub pypi_default: Variant,
+    /// Matching torchvision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub torchvision: Option<Version>,
+    /// Matching torchaudio.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub torchaudio: Option<Version>,
+    /// Triton pinned by the CUDA wheels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub triton: Option<Version>,
+    /// The builds.
+    pub variants: Vec<TorchVariant>,
+    /// Facts not checked against a primary source, by key.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unverified: Vec<String>,
+    /// Anything a curator should know.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notes: Option<String>,
+    /// Where the facts come from (required; the checker reports an empty list).
+    #[serde(default)]
+    pub sources: Vec<Source>,
+}
+
+/// One build of a torch release (`2.4.1+cu121`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TorchVariant {
+    /// `cu121` or `cpu`.
+    pub tag: Variant,
+    /// CUDA of the build (major.minor); absent for `cpu`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda: Option<CudaVersion>,
+    /// The exact cudart the wheel ships or pins (`12.1.105`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cudart: Option<CudaVersion>,
+    /// cuDNN bundled or pinned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cudnn: Option<CudnnVersion>,
+    /// NCCL bundled or pinned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nccl: Option<NcclVersion>,
+    /// Architectures with SASS in the wheel.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sass: Vec<ComputeCapability>,
+    /// Architectures with PTX in the wheel (JIT-compiled forward on newer GPUs).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ptx: Vec<ComputeCapability>,
+    /// CPython tags, where they differ from the release's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub python: Option<Vec<PythonTag>>,
+    /// The pip index that serves this build.
+    pub index_url: String,
+    /// Facts not checked against a primary source, by key.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unverified: Vec<String>,
+    /// Anything a curator should know.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notes: Option<String>,
+    /// Where the facts of this build come from, beyond the release's sources.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sources: Vec<Source>,
+}
+
+impl TorchRelease {
+    /// The build with this tag.
+    pub fn variant(&self, tag: Variant) -> Option<&TorchVariant> {
+        self.variants.iter().find(|v| v.tag == tag)
+    }
+}
+
+/// Which catalog an image record belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ImageFamily {
+    /// `nvidia/cuda:<cuda>-[cudnn-]<flavor>-<os>`: one record per CUDA version.
+    NvidiaCuda,
+    /// `pytorch/pytorch:<torch>-cuda<x.y>-cudnn<n>-<flavor>`: one record per tag.
+    Pytorch,
+    /// `nvcr.io/nvidia/pytorch:<YY.MM>-py3`: one record per release.
+    Ngc,
+}
+
+/// `base` (CUDA runtime only), `runtime` (+ libraries), `devel` (+ nvcc and headers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Flavor {
+    /// cudart and the compat package.
+    Base,
+    /// CUDA math libraries, NCCL.
+    Runtime,
+    /// nvcc, headers: what building extensions needs.
+    Devel,
+}
+
+/// A container image, or for `nvidia/cuda` a family of tags of one CUDA version.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Image {
+    /// Set by the loader: the file stem.
+    #[serde(skip_deserializing)]
+    pub id: String,
+    /// The catalog.
+    pub family: ImageFamily,
+    /// `nvidia/cuda`, `pytorch/pytorch`, `nvcr.io/nvidia/pytorch`.
+    pub repository: String,
+    /// The tag (`24.08-py3`); absent for an `nvidia/cuda` family.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
+    /// Release date.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub released: Option<PartialDate>,
+    /// Flavors published.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flavors: Vec<Flavor>,
+    /// Operating systems (`ubuntu22.04`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub os: Vec<String>,
+    /// CUDA toolkit in the image.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda: Option<CudaVersion>,
+    /// cuDNN in the image (or in its cuDNN variant, for `nvidia/cuda`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cudnn: Option<CudnnVersion>,
+    /// How the cuDNN variant is spelled in `nvidia/cuda` tags: `cudnn8` or `cudnn`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cudnn_tag: Option<String>,
+    /// NCCL in the image.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nccl: Option<NcclVersion>,
+    /// torch in the image (`2.5.0a0+872d972e41` for NGC builds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub torch: Option<Version>,
+    /// Python in the image (`3.10`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub python: Option<Version>,
+    /// The driver the vendor says the image needs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_driver: Option<DriverVersion>,
+    /// `NVIDIA_REQUIRE_CUDA` as set in the image.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub require_cuda: Option<String>,
+    /// Facts not checked against a primary source, by key.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unverified: Vec<String>,
+    /// Anything a curator should know.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notes: Option<String>,
+    /// Where the facts come from (required; the checker reports an empty list).
+    #[serde(default)]
+    pub sources: Vec<Source>,
+}

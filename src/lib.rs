@@ -1,0 +1,17 @@
+//! gpuenv: will this Python + PyTorch + CUDA + cuDNN + driver + GPU stack run?
+//!
+//! The library behind the `gpuenv` command. It knows the rules and the facts of the
+//! NVIDIA/PyTorch stack (a curated, sourced database compiled into the binary) and
+//! answers before the order, on the host and inside an image.
+//!
+//! Modules, and what may call what (`cli` calls everything):
+//! - [`model`]: domain types and parsers; pure.
+//! - [`db`]: the compat database: load (embedded or a directory), validate, lint, look up.
+//! - [`report`]: the only module that prints.
+//! - [`cli`]: argument parsing and dispatch.
+
+pub mod cli;
+pub mod db;
+pub mod model;
+pub mod report;
+pub mod upstream;

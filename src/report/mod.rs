@@ -1,0 +1,345 @@
+//! The only module that prints: human text and JSON documents for every command.
+//!
+//! Owns: layout of reports, the JSON `schema_version`, and turning records into lines.
+//! Must not: compute anything a test would want to check without reading text (that belongs
+//! to the module that produced the result). Data goes to the writer it is given (stdout);
+//! nothing here writes to stderr. No colour is used, so output reads the same everywhere,
+//! with or without `NO_COLOR`.
+
+use std::io::{self, Write};
+
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+
+use crate::db::{Db, Found, Kind, Problem};
+use crate::upstream::Summary;
+
+/// Version of every JSON document gpuenv prints. Bumped on any incompatible change.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Writes `value` as pretty JSON with a trailing newline.
+pub fn write_json(out: &mut dyn Write, value: &impl Serialize) -> io::Result<()> {
+    serde_json::to_writer_pretty(&mut *out, value).map_err(io::Error::other)?;
+    writeln!(out)
+}
+
+/// `{"schema_version": 1, "kind": ..., ...record}`.
+pub fn show_json(found: Found<'_>) -> Value {
+    let mut doc = Map::new();
+    doc.insert("schema_version".into(), json!(SCHEMA_VERSION));
+    doc.insert("kind".into(), json!(found.kind()));
+    if let Ok(Value::Object(fields)) = serde_json::to_value(found) {
+        doc.extend(fields);
+    }
+    Value::Object(doc)
+}
+
+/// The title line of a record.
+fn title(found: Found<'_>) -> String {
+    match found {
+        Found::Gpu(g) => g.name.clone(),
+        Found::Cuda(c) => format!("{} ({})", c.label, c.version),
+        Found::Cudnn(c) => format!("cuDNN {}", c.version),
+        Found::Torch(t) => format!("torch {}", t.version),
+        Found::Driver(d) => format!("Driver branch R{}", d.branch),
+        Found::Python(p) => format!("Python {}", p.version),
+        Found::Image(i) => match &i.tag {
+            Some(tag) => format!("{}:{tag}", i.repository),
+            None => format!(
+                "{}:{}-* (tag family)",
+                i.repository,
+                i.cuda.as_ref().map_or("", |c| c.as_str())
+            ),
+        },
+    }
+}
+
+fn scalar(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => "-".into(),
+        Value::Array(items) => items.iter().map(scalar).collect::<Vec<_>>().join(", "),
+        other => other.to_string(),
+    }
+}
+
+fn is_table_list(v: &Value) -> bool {
+    matches!(v, Value::Array(items) if !items.is_empty() && items.iter().all(Value::is_object))
+}
+
+/// Writes the facts of one table as aligned `key  value` lines; facts named in its
+/// `unverified` list are marked. Sources are gathered by the caller.
+fn write_fields(out: &mut dyn Write, fields: &Map<String, Value>, indent: &str) -> io::Result<()> {
+    let unverified: Vec<&str> = fields
+        .get("unverified")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let shown: Vec<(&String, &Value)> = fields
+        .iter()
+        .filter(|(k, v)| !["id", "sources", "unverified", "notes"].contains(&k.as_str()) && !is_table_list(v))
+        .collect();
+    let width = shown.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+    for (k, v) in shown {
+        let mark = if unverified.contains(&k.as_str()) {
+            "  (unverified)"
+        } else {
+            ""
+        };
+        writeln!(out, "{indent}{k:<width$}  {}{mark}", scalar(v))?;
+    }
+    if let Some(notes) = fields.get("notes").and_then(Value::as_str) {
+        writeln!(out, "{indent}{:<width$}  {notes}", "notes")?;
+    }
+    for (k, v) in fields
+        .iter()
+        .filter(|(k, v)| k.as_str() != "sources" && is_table_list(v))
+    {
+        for item in v.as_array().into_iter().flatten() {
+            let Some(t) = item.as_object() else { continue };
+            let label = t
+                .get("tag")
+                .or_else(|| t.get("name"))
+                .map(scalar)
+                .unwrap_or_default();
+            writeln!(out, "{indent}{k} {label}:")?;
+            write_fields(out, t, &format!("{indent}  "))?;
+        }
+    }
+    Ok(())
+}
+
+fn collect_sources(v: &Value, acc: &mut Vec<(String, Option<String>)>) {
+    match v {
+        Value::Object(m) => {
+            // The record's own sources first, then those of its nested tables.
+            for s in m.get("sources").and_then(Value::as_array).into_iter().flatten() {
+                let url = s.get("url").map(scalar).unwrap_or_default();
+                let note = s.get("note").and_then(Value::as_str).map(str::to_string);
+                if !acc.iter().any(|(u, n)| *u == url && *n == note) {
+                    acc.push((url, note));
+                }
+            }
+            for (k, val) in m {
+                if k != "sources" {
+                    collect_sources(val, acc);
+                }
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|i| collect_sources(i, acc)),
+        _ => {}
+    }
+}
+
+/// `gpuenv show`: one record with its sources.
+pub fn show(out: &mut dyn Write, found: Found<'_>, json_out: bool) -> io::Result<()> {
+    if json_out {
+        return write_json(out, &show_json(found));
+    }
+    let value = serde_json::to_value(found).map_err(io::Error::other)?;
+    let Value::Object(fields) = &value else {
+        return Err(io::Error::other("a record serializes to a table"));
+    };
+    writeln!(
+        out,
+        "{}  [{} {}]",
+        title(found),
+        found.kind(),
+        fields.get("id").map(scalar).unwrap_or_default()
+    )?;
+    write_fields(out, fields, "  ")?;
+    let mut sources = Vec::new();
+    collect_sources(&value, &mut sources);
+    writeln!(out, "sources:")?;
+    for (url, note) in sources {
+        match note {
+            Some(n) => writeln!(out, "  - {url} ({n})")?,
+            None => writeln!(out, "  - {url}")?,
+        }
+    }
+    Ok(())
+}
+
+/// `gpuenv db lint`: every problem, or a line saying the database is clean.
+pub fn lint(out: &mut dyn Write, problems: &[Problem], files: usize, json_out: bool) -> io::Result<()> {
+    if json_out {
+        return write_json(
+            out,
+            &json!({
+                "schema_version": SCHEMA_VERSION,
+                "files": files,
+                "clean": problems.is_empty(),
+                "problems": problems,
+            }),
+        );
+    }
+    for p in problems {
+        writeln!(out, "{p}")?;
+    }
+    if problems.is_empty() {
+        writeln!(out, "ok: {files} record files, no problems")
+    } else {
+        writeln!(
+            out,
+            "{} problem{} in {files} record files",
+            problems.len(),
+            if problems.len() == 1 { "" } else { "s" }
+        )
+    }
+}
+
+/// `gpuenv db list`: the records of a kind, a line each.
+pub fn list(out: &mut dyn Write, kind: Kind, names: &[(String, String)], json_out: bool) -> io::Result<()> {
+    if json_out {
+        let records: Vec<Value> = names
+            .iter()
+            .map(|(id, name)| json!({"id": id, "name": name}))
+            .collect();
+        return write_json(
+            out,
+            &json!({"schema_version": SCHEMA_VERSION, "kind": kind, "records": records}),
+        );
+    }
+    let width = names.iter().map(|(id, _)| id.len()).max().unwrap_or(0);
+    for (id, name) in names {
+        writeln!(out, "{id:<width$}  {name}")?;
+    }
+    Ok(())
+}
+
+/// Coverage of one kind, for `gpuenv db stats`.
+#[derive(Debug, Serialize)]
+struct KindStats {
+    kind: Kind,
+    records: usize,
+    unverified_facts: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    newest: Option<String>,
+}
+
+fn unverified_count(v: &Value) -> usize {
+    match v {
+        Value::Object(m) => m
+            .iter()
+            .map(|(k, val)| {
+                if k == "unverified" {
+                    val.as_array().map_or(0, Vec::len)
+                } else {
+                    unverified_count(val)
+                }
+            })
+            .sum(),
+        Value::Array(items) => items.iter().map(unverified_count).sum(),
+        _ => 0,
+    }
+}
+
+fn kind_stats(db: &Db) -> Vec<KindStats> {
+    fn count<T: Serialize>(records: &[T]) -> usize {
+        records
+            .iter()
+            .map(|r| serde_json::to_value(r).map_or(0, |v| unverified_count(&v)))
+            .sum()
+    }
+    let newest_image = db
+        .images
+        .iter()
+        .filter(|i| i.family == crate::db::ImageFamily::Ngc)
+        .filter_map(|i| i.tag.clone())
+        .max()
+        .map(|t| format!("nvcr.io/nvidia/pytorch:{t}"));
+    Kind::ALL
+        .iter()
+        .map(|&kind| {
+            let (unverified_facts, newest) = match kind {
+                Kind::Gpu => (count(&db.gpus), None),
+                Kind::Driver => (
+                    count(&db.drivers),
+                    db.drivers.last().map(|d| format!("R{}", d.branch)),
+                ),
+                Kind::Cuda => (count(&db.cuda), db.cuda.last().map(|c| c.version.to_string())),
+                Kind::Cudnn => (count(&db.cudnn), db.cudnn.last().map(|c| c.version.to_string())),
+                Kind::Python => (count(&db.python), db.python.last().map(|p| p.version.to_string())),
+                Kind::Torch => (count(&db.torch), db.torch.last().map(|t| t.version.to_string())),
+                Kind::Image => (count(&db.images), newest_image.clone()),
+            };
+            KindStats {
+                kind,
+                records: db.count(kind),
+                unverified_facts,
+                newest,
+            }
+        })
+        .collect()
+}
+
+/// `gpuenv db stats`: coverage of the database.
+pub fn stats(out: &mut dyn Write, db: &Db, json_out: bool) -> io::Result<()> {
+    let kinds = kind_stats(db);
+    if json_out {
+        return write_json(out, &json!({"schema_version": SCHEMA_VERSION, "kinds": kinds}));
+    }
+    writeln!(out, "{:<8} {:>7} {:>11}  newest", "kind", "records", "unverified")?;
+    for k in &kinds {
+        writeln!(
+            out,
+            "{:<8} {:>7} {:>11}  {}",
+            k.kind.dir(),
+            k.records,
+            k.unverified_facts,
+            k.newest.as_deref().unwrap_or("-")
+        )?;
+    }
+    let records: usize = kinds.iter().map(|k| k.records).sum();
+    let unverified: usize = kinds.iter().map(|k| k.unverified_facts).sum();
+    writeln!(out, "{:<8} {records:>7} {unverified:>11}", "total")
+}
+
+/// `gpuenv db refresh`: what upstream proposes.
+pub fn refresh(out: &mut dyn Write, s: &Summary, json_out: bool) -> io::Result<()> {
+    if json_out {
+        let mut doc = serde_json::to_value(s).map_err(io::Error::other)?;
+        if let Value::Object(m) = &mut doc {
+            m.insert("schema_version".into(), json!(SCHEMA_VERSION));
+        }
+        return write_json(out, &doc);
+    }
+    writeln!(out, "torch releases read from PyPI: {}", s.releases)?;
+    writeln!(out, "PyTorch wheel index: {}", s.pytorch_index)?;
+    if !s.without_metadata.is_empty() {
+        writeln!(
+            out,
+            "no wheel metadata served for: {} (compared on wheel tags only)",
+            s.without_metadata.join(", ")
+        )?;
+    }
+    let new: Vec<&str> = s
+        .proposals
+        .iter()
+        .filter(|p| p.new)
+        .map(|p| p.file.as_str())
+        .collect();
+    let changed: Vec<_> = s.proposals.iter().filter(|p| !p.new).collect();
+    writeln!(out, "new records proposed: {}", new.len())?;
+    for f in &new {
+        writeln!(out, "  + {f}")?;
+    }
+    writeln!(out, "changed records proposed: {}", changed.len())?;
+    for p in changed {
+        writeln!(out, "  ~ {}", p.file)?;
+        for c in &p.changes {
+            writeln!(
+                out,
+                "      {}: curated {} / upstream {}",
+                c.field, c.curated, c.upstream
+            )?;
+        }
+    }
+    match &s.out {
+        Some(dir) => writeln!(
+            out,
+            "proposals written to {dir}; review them before moving any into compat-db/"
+        ),
+        None => writeln!(out, "nothing to propose: compat-db agrees with upstream"),
+    }
+}

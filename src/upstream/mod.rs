@@ -1,0 +1,50 @@
+//! What upstream publishes, and `gpuenv db refresh`: proposals for the database.
+//!
+//! Owns: the HTTP client (reqwest), the readers of PyPI's JSON simple API and wheel
+//! metadata (PEP 658), the PyTorch wheel index, and turning what they say into proposed
+//! records. Must not: write into `compat-db/` (proposals go to a directory a curator
+//! reviews), decide compatibility, or print (the summary is data for `report`).
+
+mod http;
+pub mod pypi;
+mod refresh;
+
+pub use http::{Client, Fetched};
+pub use refresh::{Change, Proposal, RefreshOptions, Summary, compare_torch, refresh, torch_facts};
+
+/// Why reading upstream failed.
+#[derive(Debug, thiserror::Error)]
+pub enum UpstreamError {
+    /// The network failed: no connection, a timeout, a server error.
+    #[error("cannot fetch `{url}`: {reason}")]
+    Network {
+        /// What was asked for.
+        url: String,
+        /// Why it failed.
+        reason: String,
+    },
+    /// A response was not what the API documents.
+    #[error("unexpected response from `{url}`: {reason}")]
+    Format {
+        /// What was asked for.
+        url: String,
+        /// What was wrong with it.
+        reason: String,
+    },
+    /// Writing proposals or recordings failed.
+    #[error("cannot write `{path}`: {reason}")]
+    Write {
+        /// The path.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// The output directory is not usable.
+    #[error("output directory `{path}` {reason}")]
+    OutDir {
+        /// The path.
+        path: String,
+        /// What is wrong.
+        reason: String,
+    },
+}

@@ -1,0 +1,404 @@
+//! Pure readers of what PyPI publishes: the JSON simple API (PEP 691), wheel file names
+//! (PEP 427 tags), and wheel core metadata (PEP 658: `Requires-Python`, `Requires-Dist`).
+//!
+//! What they give about a torch release: the CPython tags and manylinux tag of its Linux
+//! x86_64 wheels, when it was uploaded, and, from the `nvidia-*` pins of the default
+//! wheel, which CUDA, cuDNN and NCCL PyPI's `pip install torch` brings.
+
+use std::str::FromStr;
+
+use pep508_rs::{Requirement, VersionOrUrl};
+use serde::Deserialize;
+
+use crate::model::{
+    CudaVersion, CudnnVersion, Manylinux, NcclVersion, Operator, PartialDate, PythonTag, Variant, Version,
+    VersionSpecifiers,
+};
+
+use super::UpstreamError;
+
+/// A project page of the JSON simple API.
+#[derive(Debug, Clone, Deserialize)]
+pub struct SimpleProject {
+    /// Project name.
+    pub name: String,
+    /// Every version (API 1.1).
+    #[serde(default)]
+    pub versions: Vec<String>,
+    /// Every file.
+    pub files: Vec<SimpleFile>,
+}
+
+/// One file of a project page.
+#[derive(Debug, Clone, Deserialize)]
+pub struct SimpleFile {
+    /// `torch-2.4.1-cp311-cp311-manylinux1_x86_64.whl`.
+    pub filename: String,
+    /// Where to download it; may be relative to the page.
+    pub url: String,
+    /// Upload time, RFC 3339 (API 1.1).
+    #[serde(default, rename = "upload-time")]
+    pub upload_time: Option<String>,
+    /// `false`, `true`, or the reason as a string.
+    #[serde(default)]
+    pub yanked: serde_json::Value,
+}
+
+impl SimpleFile {
+    /// Whether the file was yanked.
+    pub fn is_yanked(&self) -> bool {
+        match &self.yanked {
+            serde_json::Value::Bool(b) => *b,
+            serde_json::Value::String(_) => true,
+            _ => false,
+        }
+    }
+}
+
+/// Parses a JSON simple API page.
+pub fn parse_simple(url: &str, text: &str) -> Result<SimpleProject, UpstreamError> {
+    serde_json::from_str(text).map_err(|e| UpstreamError::Format {
+        url: url.to_string(),
+        reason: format!("not a PEP 691 project page: {e}"),
+    })
+}
+
+/// A wheel file name, split into its PEP 427 parts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WheelName {
+    /// Distribution name as in the file name.
+    pub name: String,
+    /// Version, including any local segment (`2.4.1+cu121`).
+    pub version: String,
+    /// Python tags (`cp311`, `py3`).
+    pub python: Vec<String>,
+    /// ABI tags (`cp311`, `cp37m`, `cp313t`, `none`, `abi3`).
+    pub abi: Vec<String>,
+    /// Platform tags (`manylinux1_x86_64`, `win_amd64`).
+    pub platform: Vec<String>,
+}
+
+impl WheelName {
+    /// Parses `name-version(-build)?-python-abi-platform.whl`; `None` for anything else.
+    pub fn parse(filename: &str) -> Option<WheelName> {
+        let stem = filename.strip_suffix(".whl")?;
+        let parts: Vec<&str> = stem.split('-').collect();
+        let (name, version, tags) = match parts.as_slice() {
+            [n, v, py, abi, plat] => (n, v, [py, abi, plat]),
+            [n, v, _build, py, abi, plat] => (n, v, [py, abi, plat]),
+            _ => return None,
+        };
+        let split = |s: &str| s.split('.').map(str::to_string).collect::<Vec<_>>();
+        Some(WheelName {
+            name: (*name).to_string(),
+            version: (*version).to_string(),
+            python: split(tags[0]),
+            abi: split(tags[1]),
+            platform: split(tags[2]),
+        })
+    }
+
+    /// Whether the wheel installs on Linux x86_64 (any manylinux flavour).
+    pub fn is_linux_x86_64(&self) -> bool {
+        self.platform
+            .iter()
+            .any(|p| p.starts_with("manylinux") && p.ends_with("_x86_64"))
+    }
+
+    /// The CPython tag this wheel is built for, with its ABI flag (`cp37m`, `cp313t`).
+    pub fn cpython(&self) -> Option<PythonTag> {
+        self.abi.iter().find_map(|a| a.parse::<PythonTag>().ok())
+    }
+
+    /// Its manylinux x86_64 platform tag.
+    pub fn manylinux(&self) -> Option<Manylinux> {
+        self.platform
+            .iter()
+            .filter(|p| p.starts_with("manylinux") && p.ends_with("_x86_64"))
+            .find_map(|p| p.parse().ok())
+    }
+}
+
+/// The fields of wheel core metadata that matter here.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CoreMetadata {
+    /// `Name`.
+    pub name: String,
+    /// `Version`.
+    pub version: String,
+    /// `Requires-Python`, if any.
+    pub requires_python: Option<String>,
+    /// Every `Requires-Dist` line, as written.
+    pub requires_dist: Vec<String>,
+}
+
+/// Parses the RFC 822-style header block of a `METADATA` file (the body is ignored).
+pub fn parse_metadata(text: &str) -> CoreMetadata {
+    let mut m = CoreMetadata::default();
+    for line in text.lines() {
+        if line.is_empty() {
+            break; // the description body follows the first blank line
+        }
+        let Some((key, value)) = line.split_once(':') else {
+            continue;
+        };
+        let value = value.trim().to_string();
+        match key {
+            "Name" => m.name = value,
+            "Version" => m.version = value,
+            "Requires-Python" => m.requires_python = Some(value),
+            "Requires-Dist" => m.requires_dist.push(value),
+            _ => {}
+        }
+    }
+    m
+}
+
+/// A `Requires-Dist` that is not behind an extra, with an exact `==` pin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pin {
+    /// Normalized package name (`nvidia-cudnn-cu12`).
+    pub name: String,
+    /// The pinned version.
+    pub version: String,
+}
+
+/// Exact pins of the unconditional (non-extra) requirements.
+pub fn pins(meta: &CoreMetadata) -> Vec<Pin> {
+    let mut out = Vec::new();
+    for line in &meta.requires_dist {
+        if line.contains("extra ==") {
+            continue;
+        }
+        let Ok(req) = Requirement::<pep508_rs::VerbatimUrl>::from_str(line) else {
+            continue;
+        };
+        let Some(VersionOrUrl::VersionSpecifier(specs)) = &req.version_or_url else {
+            continue;
+        };
+        let exact = specs.iter().find(|s| {
+            matches!(
+                s.operator(),
+                Operator::Equal | Operator::ExactEqual | Operator::TildeEqual
+            )
+        });
+        if let Some(spec) = exact {
+            out.push(Pin {
+                name: req.name.to_string(),
+                version: spec.version().to_string(),
+            });
+        }
+    }
+    out
+}
+
+/// What PyPI says about the default build of a torch release.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DefaultBuild {
+    /// The CUDA of the build, from the runtime pin; `None` when nothing is pinned (the
+    /// wheel bundles its libraries, as 1.12 did).
+    pub cuda: Option<CudaVersion>,
+    /// The pinned cudart, when pinned exactly (CUDA 12 and earlier).
+    pub cudart: Option<CudaVersion>,
+    /// The pinned cuDNN.
+    pub cudnn: Option<CudnnVersion>,
+    /// The pinned NCCL.
+    pub nccl: Option<NcclVersion>,
+    /// The pinned Triton.
+    pub triton: Option<Version>,
+}
+
+impl DefaultBuild {
+    /// The variant tag the CUDA pin implies.
+    pub fn variant(&self) -> Option<Variant> {
+        self.cuda.as_ref().and_then(Variant::for_cuda)
+    }
+}
+
+/// Reads the default build from a torch wheel's pins: `nvidia-cuda-runtime-cuXX` (or, from
+/// CUDA 13, the `cuda-toolkit` meta-package), `nvidia-cudnn-cuXX`, `nvidia-nccl-cuXX`, `triton`.
+pub fn default_build(meta: &CoreMetadata) -> DefaultBuild {
+    let mut b = DefaultBuild::default();
+    for pin in pins(meta) {
+        let n = pin.name.as_str();
+        if n.starts_with("nvidia-cuda-runtime-cu") {
+            if let Ok(v) = pin.version.parse::<CudaVersion>() {
+                b.cuda = Some(CudaVersion::from_major_minor(v.major(), v.minor()));
+                b.cudart = Some(v);
+            }
+        } else if n == "cuda-toolkit" {
+            if let Ok(v) = pin.version.parse::<CudaVersion>() {
+                b.cuda = Some(CudaVersion::from_major_minor(v.major(), v.minor()));
+            }
+        } else if n.starts_with("nvidia-cudnn-cu") {
+            b.cudnn = pin.version.parse().ok();
+        } else if n.starts_with("nvidia-nccl-cu") {
+            b.nccl = pin.version.parse().ok();
+        } else if n == "triton" {
+            b.triton = pin.version.parse().ok();
+        }
+    }
+    b
+}
+
+/// The torch release a companion (torchvision, torchaudio) wheel pins, if it pins one.
+pub fn torch_pin(meta: &CoreMetadata) -> Option<Version> {
+    pins(meta)
+        .into_iter()
+        .find(|p| p.name == "torch")
+        .and_then(|p| p.version.parse().ok())
+}
+
+/// What the Linux x86_64 wheels of one release say.
+#[derive(Debug, Clone, Default)]
+pub struct ReleaseFiles {
+    /// CPython tags, sorted.
+    pub python: Vec<PythonTag>,
+    /// The manylinux tag most wheels carry.
+    pub manylinux: Option<Manylinux>,
+    /// Day of the first upload.
+    pub released: Option<PartialDate>,
+    /// The Linux x86_64 wheels, preferred first, for reading metadata.
+    pub wheels: Vec<SimpleFile>,
+    /// Other wheels of the release, for metadata when no Linux one has any.
+    pub other_wheels: Vec<SimpleFile>,
+}
+
+/// Collects the files of `version` (a public version such as `2.4.1`).
+pub fn release_files(project: &SimpleProject, version: &str) -> ReleaseFiles {
+    let mut out = ReleaseFiles::default();
+    let mut manylinux: Vec<(Manylinux, usize)> = Vec::new();
+    let prefix = format!("{}-{version}-", project.name.replace('-', "_"));
+    for f in &project.files {
+        if !f.filename.starts_with(&prefix)
+            && !f.filename.starts_with(&format!("{}-{version}-", project.name))
+        {
+            continue;
+        }
+        let Some(w) = WheelName::parse(&f.filename) else {
+            continue;
+        };
+        if w.version != version || f.is_yanked() {
+            continue;
+        }
+        if let Some(day) = f
+            .upload_time
+            .as_deref()
+            .and_then(|t| t.get(..10))
+            .and_then(|d| d.parse().ok())
+        {
+            if out.released.is_none_or(|r| day < r) {
+                out.released = Some(day);
+            }
+        }
+        if !w.is_linux_x86_64() {
+            out.other_wheels.push(f.clone());
+            continue;
+        }
+        if let Some(tag) = w.cpython() {
+            if !out.python.contains(&tag) {
+                out.python.push(tag);
+            }
+        }
+        if let Some(m) = w.manylinux() {
+            match manylinux.iter_mut().find(|(x, _)| *x == m) {
+                Some((_, n)) => *n += 1,
+                None => manylinux.push((m, 1)),
+            }
+        }
+        out.wheels.push(f.clone());
+    }
+    out.python.sort();
+    manylinux.sort_by_key(|b| std::cmp::Reverse(b.1));
+    out.manylinux = manylinux.into_iter().next().map(|(m, _)| m);
+    // cp311/cp312 wheels are the ones most often mirrored with metadata; try them first.
+    let rank = |f: &SimpleFile| {
+        let tag = WheelName::parse(&f.filename).and_then(|w| w.cpython());
+        match tag.map(|t| (t.minor, t.free_threaded)) {
+            Some((11, false)) => 0,
+            Some((12, false)) => 1,
+            Some((10, false)) => 2,
+            _ => 3,
+        }
+    };
+    out.wheels.sort_by_key(rank);
+    out
+}
+
+/// Public release versions (`X.Y.Z`, no pre-releases) at or above `floor`, oldest first.
+pub fn releases_since(project: &SimpleProject, floor: &Version) -> Vec<Version> {
+    let mut out: Vec<Version> = project
+        .versions
+        .iter()
+        .filter_map(|v| v.parse::<Version>().ok())
+        .filter(|v| !v.any_prerelease() && !v.is_local() && v >= floor)
+        .collect();
+    if out.is_empty() {
+        // API 1.0 pages have no `versions`: read them from the file names.
+        for f in &project.files {
+            if let Some(v) = WheelName::parse(&f.filename).and_then(|w| w.version.parse::<Version>().ok()) {
+                if !v.any_prerelease() && !v.is_local() && v >= *floor && !out.contains(&v) {
+                    out.push(v);
+                }
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// `Requires-Python` as specifiers.
+pub fn requires_python(meta: &CoreMetadata) -> Option<VersionSpecifiers> {
+    meta.requires_python.as_deref().and_then(|s| s.parse().ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const META: &str = "Metadata-Version: 2.1\nName: torch\nVersion: 2.4.1\nRequires-Python: >=3.8.0\n\
+Requires-Dist: filelock\n\
+Requires-Dist: nvidia-cuda-runtime-cu12 (==12.1.105) ; platform_system == \"Linux\" and platform_machine == \"x86_64\"\n\
+Requires-Dist: nvidia-cudnn-cu12 (==9.1.0.70) ; platform_system == \"Linux\" and platform_machine == \"x86_64\"\n\
+Requires-Dist: nvidia-nccl-cu12 (==2.20.5) ; platform_system == \"Linux\" and platform_machine == \"x86_64\"\n\
+Requires-Dist: triton (==3.0.0) ; platform_system == \"Linux\" and platform_machine == \"x86_64\" and python_version < \"3.13\"\n\
+Requires-Dist: optree (>=0.11.0) ; extra == 'optree'\n\nRequires-Dist: not-a-header-in-the-body\n";
+
+    #[test]
+    fn default_build_from_pins() {
+        let m = parse_metadata(META);
+        assert_eq!(m.version, "2.4.1");
+        assert_eq!(m.requires_dist.len(), 6);
+        let b = default_build(&m);
+        assert_eq!(b.variant(), Some("cu121".parse().unwrap()));
+        assert_eq!(b.cudart.unwrap().to_string(), "12.1.105");
+        assert_eq!(b.cudnn.unwrap().to_string(), "9.1.0.70");
+        assert_eq!(b.nccl.unwrap().to_string(), "2.20.5");
+        assert_eq!(b.triton.unwrap().to_string(), "3.0.0");
+    }
+
+    #[test]
+    fn cuda13_meta_package() {
+        let m = parse_metadata(
+            "Name: torch\nVersion: 2.11.0\nRequires-Dist: cuda-toolkit[cublas,cudart]==13.0.2; platform_system == \"Linux\"\n",
+        );
+        let b = default_build(&m);
+        assert_eq!(b.variant(), Some("cu130".parse().unwrap()));
+        assert_eq!(b.cudart, None);
+    }
+
+    #[test]
+    fn wheel_names() {
+        let w = WheelName::parse("torch-2.10.0-3-cp313-cp313t-manylinux_2_28_x86_64.whl").unwrap();
+        assert_eq!(w.version, "2.10.0");
+        assert_eq!(w.cpython().unwrap().to_string(), "cp313t");
+        assert_eq!(w.manylinux().unwrap().as_str(), "manylinux_2_28_x86_64");
+        let w = WheelName::parse("torch-1.12.0-cp37-cp37m-manylinux1_x86_64.whl").unwrap();
+        assert_eq!(w.cpython().unwrap().to_string(), "cp37m");
+        let w = WheelName::parse("torch-2.4.1-cp311-none-macosx_11_0_arm64.whl").unwrap();
+        assert!(!w.is_linux_x86_64());
+        assert!(WheelName::parse("torch-2.4.1.tar.gz").is_none());
+        assert!(WheelName::parse("x-1-py3.whl").is_none());
+    }
+}

@@ -1,0 +1,632 @@
+//! `gpuenv db refresh`: what PyPI (and the PyTorch index, where reachable) says about torch
+//! releases, compared with the curated records, as proposals for review.
+//!
+//! Curated facts are never overwritten: proposals are written to a directory of their own,
+//! all at once (a temporary directory renamed into place), so a failure leaves nothing
+//! half-written.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use reqwest::Url;
+use serde::Serialize;
+
+use super::pypi::{self, DefaultBuild, SimpleProject};
+use super::{Client, Fetched, UpstreamError};
+use crate::db::{Db, Source, TorchRelease, TorchVariant};
+use crate::model::{Manylinux, PartialDate, PythonTag, Variant, Version, VersionSpecifiers};
+
+/// Where upstream lives, and what to read.
+#[derive(Debug, Clone)]
+pub struct RefreshOptions {
+    /// PyPI's root (`https://pypi.org/`): the simple API is at `simple/<project>/`.
+    pub pypi: Url,
+    /// The PyTorch wheel index (`https://download.pytorch.org/whl/`), if it is to be read.
+    pub pytorch_index: Option<Url>,
+    /// Oldest torch release considered.
+    pub floor: Version,
+    /// How many wheels to try per release before giving up on its metadata (mirrors do
+    /// not always serve PEP 658 files).
+    pub metadata_attempts: usize,
+}
+
+impl Default for RefreshOptions {
+    fn default() -> Self {
+        RefreshOptions {
+            pypi: Url::parse("https://pypi.org/").expect("valid URL"),
+            pytorch_index: Some(Url::parse("https://download.pytorch.org/whl/").expect("valid URL")),
+            floor: "1.12.0".parse().expect("valid version"),
+            metadata_attempts: 8,
+        }
+    }
+}
+
+/// What upstream says about one torch release.
+#[derive(Debug, Clone)]
+pub struct TorchFacts {
+    /// The release.
+    pub version: Version,
+    /// Day of the first upload to PyPI.
+    pub released: Option<PartialDate>,
+    /// `Requires-Python` of the metadata read.
+    pub requires_python: Option<VersionSpecifiers>,
+    /// CPython tags of the Linux x86_64 wheels.
+    pub python: Vec<PythonTag>,
+    /// Their manylinux tag.
+    pub manylinux: Option<Manylinux>,
+    /// The default build's pins, when a wheel's metadata could be read.
+    pub default: Option<DefaultBuild>,
+    /// The metadata file read.
+    pub metadata_url: Option<String>,
+    /// torchvision release that pins this torch exactly.
+    pub torchvision: Option<Version>,
+    /// torchaudio release that pins this torch exactly.
+    pub torchaudio: Option<Version>,
+    /// Variants on the PyTorch index, when it was reachable.
+    pub index_variants: Option<Vec<Variant>>,
+}
+
+/// One fact where the curated record and upstream differ.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Change {
+    /// The key (`python`, `variants.cu121.cudnn`).
+    pub field: String,
+    /// What the database says (`-` when absent).
+    pub curated: String,
+    /// What upstream says.
+    pub upstream: String,
+}
+
+/// A proposed record.
+#[derive(Debug, Clone, Serialize)]
+pub struct Proposal {
+    /// `torch/2.15.0.toml`.
+    pub file: String,
+    /// A release the database lacks.
+    pub new: bool,
+    /// For a known release: what differs.
+    pub changes: Vec<Change>,
+    /// The proposed TOML.
+    #[serde(skip)]
+    pub text: String,
+}
+
+/// What a refresh found.
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    /// Releases read from PyPI.
+    pub releases: usize,
+    /// Releases whose metadata no mirror served (only their wheel tags were compared).
+    pub without_metadata: Vec<String>,
+    /// Proposals, new first.
+    pub proposals: Vec<Proposal>,
+    /// Whether the PyTorch index answered, and if not why.
+    pub pytorch_index: String,
+    /// Where the proposals were written.
+    pub out: Option<String>,
+}
+
+const SIMPLE_JSON: &str = "application/vnd.pypi.simple.v1+json";
+
+fn join(base: &Url, rel: &str) -> Result<Url, UpstreamError> {
+    base.join(rel).map_err(|e| UpstreamError::Format {
+        url: format!("{base}{rel}"),
+        reason: format!("not a URL: {e}"),
+    })
+}
+
+fn project(
+    client: &Client,
+    opts: &RefreshOptions,
+    name: &str,
+) -> Result<(Url, SimpleProject), UpstreamError> {
+    let url = join(&opts.pypi, &format!("simple/{name}/"))?;
+    match client.get(&url, Some(SIMPLE_JSON))? {
+        Fetched::Body(text) => Ok((url.clone(), pypi::parse_simple(url.as_str(), &text)?)),
+        Fetched::NotFound => Err(UpstreamError::Format {
+            url: url.to_string(),
+            reason: "no such project (404)".into(),
+        }),
+    }
+}
+
+/// Reads the metadata of the first wheel (of `files`, at most `attempts`) that has one.
+fn metadata(
+    client: &Client,
+    page: &Url,
+    files: &[pypi::SimpleFile],
+    attempts: usize,
+) -> Result<Option<(String, pypi::CoreMetadata)>, UpstreamError> {
+    for f in files.iter().take(attempts) {
+        let url = join(page, &format!("{}.metadata", f.url))?;
+        if let Fetched::Body(text) = client.get(&url, None)? {
+            return Ok(Some((url.to_string(), pypi::parse_metadata(&text))));
+        }
+    }
+    Ok(None)
+}
+
+/// Companion releases (`torchvision`, `torchaudio`) by the torch release they pin.
+fn companions(
+    client: &Client,
+    opts: &RefreshOptions,
+    name: &str,
+    floor: &str,
+) -> Result<BTreeMap<Version, Version>, UpstreamError> {
+    let (page, proj) = project(client, opts, name)?;
+    let floor: Version = floor.parse().expect("valid floor");
+    let mut out = BTreeMap::new();
+    for v in pypi::releases_since(&proj, &floor) {
+        let files = pypi::release_files(&proj, &v.to_string());
+        let all: Vec<_> = files
+            .wheels
+            .iter()
+            .chain(files.other_wheels.iter())
+            .cloned()
+            .collect();
+        if let Some((_, meta)) = metadata(client, &page, &all, opts.metadata_attempts.min(4))? {
+            if let Some(t) = pypi::torch_pin(&meta) {
+                // The newest companion pinning a torch release wins (0.19.1 over 0.19.0).
+                out.insert(t, v);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Variants per torch release on the PyTorch index (a PEP 503 HTML page of wheel links).
+fn index_variants(client: &Client, index: &Url) -> Result<BTreeMap<Version, Vec<Variant>>, UpstreamError> {
+    let url = join(index, "torch/")?;
+    let text = match client.get(&url, None)? {
+        Fetched::Body(t) => t,
+        Fetched::NotFound => {
+            return Err(UpstreamError::Format {
+                url: url.to_string(),
+                reason: "no torch page (404)".into(),
+            });
+        }
+    };
+    let mut out: BTreeMap<Version, Vec<Variant>> = BTreeMap::new();
+    for chunk in text.split(">torch-").skip(1) {
+        let name = format!("torch-{}", chunk.split('<').next().unwrap_or(""));
+        let Some(w) = pypi::WheelName::parse(&name) else {
+            continue;
+        };
+        if !w.platform.iter().any(|p| p.contains("x86_64")) {
+            continue;
+        }
+        let Ok(v) = w.version.parse::<Version>() else {
+            continue;
+        };
+        let variant = crate::model::local_variant(&v);
+        let public = crate::model::public(&v);
+        if let Some(var) = variant {
+            let list = out.entry(public).or_default();
+            if !list.contains(&var) {
+                list.push(var);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Reads what upstream says about every torch release since `opts.floor`. The second value
+/// says whether the PyTorch index answered.
+pub fn torch_facts(
+    client: &Client,
+    opts: &RefreshOptions,
+) -> Result<(Vec<TorchFacts>, String), UpstreamError> {
+    let (page, proj) = project(client, opts, "torch")?;
+    let vision = companions(client, opts, "torchvision", "0.13.0")?;
+    let audio = companions(client, opts, "torchaudio", "0.12.0")?;
+    let (index, index_status) = match &opts.pytorch_index {
+        None => (None, "not asked".to_string()),
+        Some(url) => match index_variants(client, url) {
+            Ok(map) => (Some(map), "read".to_string()),
+            // The PyTorch index is optional: PyPI alone answers the default build.
+            Err(e) => (
+                None,
+                format!("unreachable ({e}); only PyPI's default builds were checked"),
+            ),
+        },
+    };
+    let mut out = Vec::new();
+    for version in pypi::releases_since(&proj, &opts.floor) {
+        let files = pypi::release_files(&proj, &version.to_string());
+        if files.wheels.is_empty() {
+            continue; // no Linux x86_64 wheel: nothing gpuenv could recommend
+        }
+        let all: Vec<_> = files
+            .wheels
+            .iter()
+            .chain(files.other_wheels.iter())
+            .cloned()
+            .collect();
+        let meta = metadata(client, &page, &all, opts.metadata_attempts)?;
+        let mut f = TorchFacts {
+            requires_python: None,
+            default: None,
+            metadata_url: None,
+            released: files.released,
+            python: files.python.clone(),
+            manylinux: files.manylinux.clone(),
+            torchvision: vision.get(&version).cloned(),
+            torchaudio: audio.get(&version).cloned(),
+            index_variants: index
+                .as_ref()
+                .map(|m| m.get(&version).cloned().unwrap_or_default()),
+            version,
+        };
+        if let Some((url, m)) = meta {
+            f.requires_python = pypi::requires_python(&m);
+            f.default = Some(pypi::default_build(&m));
+            f.metadata_url = Some(url);
+        }
+        out.push(f);
+    }
+    Ok((out, index_status))
+}
+
+fn show<T: std::fmt::Display>(v: &Option<T>) -> String {
+    v.as_ref().map_or("-".to_string(), |x| x.to_string())
+}
+
+fn list<T: std::fmt::Display>(v: &[T]) -> String {
+    v.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(", ")
+}
+
+/// Where the curated record and upstream disagree. Facts upstream does not state are not
+/// compared (a release whose metadata no mirror serves is compared on its tags alone).
+pub fn compare_torch(rec: &TorchRelease, f: &TorchFacts) -> Vec<Change> {
+    let mut out = Vec::new();
+    let mut diff = |field: &str, curated: String, upstream: String| {
+        if curated != upstream {
+            out.push(Change {
+                field: field.to_string(),
+                curated,
+                upstream,
+            });
+        }
+    };
+    let mut curated_tags = rec.python.clone();
+    curated_tags.sort();
+    diff("python", list(&curated_tags), list(&f.python));
+    if let Some(m) = &f.manylinux {
+        diff("manylinux", rec.manylinux.to_string(), m.to_string());
+    }
+    if let Some(rp) = &f.requires_python {
+        diff("requires_python", rec.requires_python.to_string(), rp.to_string());
+    }
+    if let Some(v) = &f.torchvision {
+        diff("torchvision", show(&rec.torchvision), v.to_string());
+    }
+    if let Some(v) = &f.torchaudio {
+        diff("torchaudio", show(&rec.torchaudio), v.to_string());
+    }
+    if let Some(b) = &f.default {
+        if let Some(tag) = b.variant() {
+            diff("pypi_default", rec.pypi_default.to_string(), tag.to_string());
+        }
+        if let Some(t) = &b.triton {
+            diff("triton", show(&rec.triton), t.to_string());
+        }
+        if let Some(var) = rec.variant(rec.pypi_default) {
+            let at = |k: &str| format!("variants.{}.{k}", var.tag);
+            if let Some(c) = &b.cuda {
+                diff(&at("cuda"), show(&var.cuda), c.to_string());
+            }
+            if let Some(c) = &b.cudart {
+                diff(&at("cudart"), show(&var.cudart), c.to_string());
+            }
+            if let Some(c) = &b.cudnn {
+                diff(&at("cudnn"), show(&var.cudnn), c.to_string());
+            }
+            if let Some(c) = &b.nccl {
+                diff(&at("nccl"), show(&var.nccl), c.to_string());
+            }
+        }
+    }
+    if let Some(tags) = &f.index_variants {
+        let mut curated: Vec<Variant> = rec.variants.iter().map(|v| v.tag).collect();
+        curated.sort();
+        let mut upstream = tags.clone();
+        upstream.sort();
+        if !upstream.is_empty() {
+            diff("variants", list(&curated), list(&upstream));
+        }
+    }
+    out
+}
+
+fn index_url(tag: Variant) -> String {
+    format!("https://download.pytorch.org/whl/{tag}")
+}
+
+/// A new record from upstream facts. `previous` is the newest curated release before it,
+/// whose default build stands in when no metadata could be read.
+fn new_record(f: &TorchFacts, previous: Option<&TorchRelease>) -> TorchRelease {
+    let pypi_page = format!("https://pypi.org/project/torch/{}/", f.version);
+    let mut sources = vec![Source {
+        url: pypi_page,
+        note: Some("wheel tags of the Linux x86_64 wheels (PyPI JSON simple API)".into()),
+    }];
+    if let Some(u) = &f.metadata_url {
+        if u.starts_with("https://") {
+            sources.push(Source {
+                url: u.clone(),
+                note: Some("PEP 658 core metadata: Requires-Python and the nvidia-* pins".into()),
+            });
+        }
+    }
+    let mut unverified = Vec::new();
+    let mut notes = vec!["Proposed by `gpuenv db refresh` from PyPI; review before adding.".to_string()];
+    let default_tag = match f.default.as_ref().and_then(DefaultBuild::variant) {
+        Some(t) => t,
+        None => {
+            unverified.push("pypi_default".to_string());
+            notes.push(
+                "No wheel metadata was served, so the default build is assumed to be the previous release's."
+                    .into(),
+            );
+            previous.map_or(Variant::Cpu, |p| p.pypi_default)
+        }
+    };
+    let requires_python = f
+        .requires_python
+        .clone()
+        .or_else(|| previous.map(|p| p.requires_python.clone()))
+        .unwrap_or_else(|| ">=3.10".parse().expect("valid specifiers"));
+    if f.requires_python.is_none() {
+        unverified.push("requires_python".to_string());
+    }
+    let b = f.default.clone().unwrap_or_default();
+    let mut variants = vec![TorchVariant {
+        tag: default_tag,
+        cuda: default_tag.cuda(),
+        cudart: b.cudart.clone(),
+        cudnn: b.cudnn.clone(),
+        nccl: b.nccl.clone(),
+        sass: Vec::new(),
+        ptx: Vec::new(),
+        python: None,
+        index_url: index_url(default_tag),
+        unverified: Vec::new(),
+        notes: default_tag
+            .is_cuda()
+            .then(|| "The arch list (sass, ptx) is not published on PyPI: take it from the release's build scripts.".into()),
+        sources: Vec::new(),
+    }];
+    for tag in f.index_variants.iter().flatten() {
+        if *tag != default_tag {
+            variants.push(TorchVariant {
+                tag: *tag,
+                cuda: tag.cuda(),
+                cudart: None,
+                cudnn: None,
+                nccl: None,
+                sass: Vec::new(),
+                ptx: Vec::new(),
+                python: None,
+                index_url: index_url(*tag),
+                unverified: Vec::new(),
+                notes: Some("Listed on the PyTorch index; pins and arch list need curation.".into()),
+                sources: Vec::new(),
+            });
+        }
+    }
+    TorchRelease {
+        id: f.version.to_string(),
+        version: f.version.clone(),
+        released: f.released,
+        requires_python,
+        python: f.python.clone(),
+        manylinux: f
+            .manylinux
+            .clone()
+            .unwrap_or_else(|| "manylinux_2_28_x86_64".parse().expect("valid tag")),
+        pypi_default: default_tag,
+        torchvision: f.torchvision.clone(),
+        torchaudio: f.torchaudio.clone(),
+        triton: b.triton,
+        variants,
+        unverified,
+        notes: Some(notes.join(" ")),
+        sources,
+    }
+}
+
+/// The curated record with upstream's values for the facts that differ.
+fn updated_record(rec: &TorchRelease, f: &TorchFacts) -> TorchRelease {
+    let mut r = rec.clone();
+    r.python = f.python.clone();
+    if let Some(m) = &f.manylinux {
+        r.manylinux = m.clone();
+    }
+    if let Some(rp) = &f.requires_python {
+        r.requires_python = rp.clone();
+    }
+    if f.torchvision.is_some() {
+        r.torchvision = f.torchvision.clone();
+    }
+    if f.torchaudio.is_some() {
+        r.torchaudio = f.torchaudio.clone();
+    }
+    if let Some(b) = &f.default {
+        if let Some(tag) = b.variant() {
+            r.pypi_default = tag;
+            if r.variant(tag).is_none() {
+                r.variants.push(TorchVariant {
+                    tag,
+                    cuda: tag.cuda(),
+                    cudart: None,
+                    cudnn: None,
+                    nccl: None,
+                    sass: Vec::new(),
+                    ptx: Vec::new(),
+                    python: None,
+                    index_url: index_url(tag),
+                    unverified: Vec::new(),
+                    notes: None,
+                    sources: Vec::new(),
+                });
+            }
+        }
+        if b.triton.is_some() {
+            r.triton = b.triton.clone();
+        }
+        let tag = r.pypi_default;
+        if let Some(v) = r.variants.iter_mut().find(|v| v.tag == tag) {
+            if b.cuda.is_some() {
+                v.cuda = b.cuda.clone();
+            }
+            if b.cudart.is_some() {
+                v.cudart = b.cudart.clone();
+            }
+            if b.cudnn.is_some() {
+                v.cudnn = b.cudnn.clone();
+            }
+            if b.nccl.is_some() {
+                v.nccl = b.nccl.clone();
+            }
+        }
+    }
+    r
+}
+
+/// A record as TOML, under a header saying where it came from.
+fn to_toml(rec: &TorchRelease, header: &str) -> Result<String, UpstreamError> {
+    let mut value = toml::Value::try_from(rec).map_err(|e| UpstreamError::Write {
+        path: format!("torch/{}.toml", rec.version),
+        reason: e.to_string(),
+    })?;
+    if let Some(t) = value.as_table_mut() {
+        t.remove("id"); // the file name is the id
+    }
+    let body = toml::to_string(&value).map_err(|e| UpstreamError::Write {
+        path: format!("torch/{}.toml", rec.version),
+        reason: e.to_string(),
+    })?;
+    Ok(format!("{header}{body}"))
+}
+
+/// Compares upstream with `db` and writes proposals to `out` (which must not exist, or be
+/// an empty directory). Nothing is written when there is nothing to propose.
+pub fn refresh(
+    client: &Client,
+    db: &Db,
+    opts: &RefreshOptions,
+    out: Option<&Path>,
+) -> Result<Summary, UpstreamError> {
+    if let Some(dir) = out {
+        check_out_dir(dir)?;
+    }
+    let (facts, index_status) = torch_facts(client, opts)?;
+    let mut proposals = Vec::new();
+    let mut without_metadata = Vec::new();
+    for f in &facts {
+        if f.default.is_none() {
+            without_metadata.push(f.version.to_string());
+        }
+        let file = format!("torch/{}.toml", f.version);
+        match db.torch.iter().find(|r| r.version == f.version) {
+            None => {
+                let previous = db.torch.iter().rev().find(|r| r.version < f.version);
+                let rec = new_record(f, previous);
+                let header = format!(
+                    "# New torch release proposed by `gpuenv db refresh` from PyPI.\n\
+                     # Review every fact, add the arch lists and other builds, then move it to compat-db/{file}.\n\n"
+                );
+                proposals.push(Proposal {
+                    file,
+                    new: true,
+                    changes: Vec::new(),
+                    text: to_toml(&rec, &header)?,
+                });
+            }
+            Some(rec) => {
+                let changes = compare_torch(rec, f);
+                if !changes.is_empty() {
+                    let mut header = String::from(
+                        "# Changes proposed by `gpuenv db refresh`: upstream disagrees with compat-db on\n",
+                    );
+                    for c in &changes {
+                        header.push_str(&format!(
+                            "#   {}: curated {} / upstream {}\n",
+                            c.field, c.curated, c.upstream
+                        ));
+                    }
+                    header.push('\n');
+                    proposals.push(Proposal {
+                        file,
+                        new: false,
+                        text: to_toml(&updated_record(rec, f), &header)?,
+                        changes,
+                    });
+                }
+            }
+        }
+    }
+    proposals.sort_by(|a, b| b.new.cmp(&a.new).then(a.file.cmp(&b.file)));
+    let written = match out {
+        Some(dir) if !proposals.is_empty() => {
+            write_all(dir, &proposals)?;
+            Some(dir.display().to_string())
+        }
+        _ => None,
+    };
+    Ok(Summary {
+        releases: facts.len(),
+        without_metadata,
+        proposals,
+        pytorch_index: index_status,
+        out: written,
+    })
+}
+
+fn check_out_dir(dir: &Path) -> Result<(), UpstreamError> {
+    let bad = |reason: &str| UpstreamError::OutDir {
+        path: dir.display().to_string(),
+        reason: reason.to_string(),
+    };
+    match fs_err::read_dir(dir) {
+        Ok(mut entries) => {
+            if entries.next().is_some() {
+                return Err(bad("is not empty: proposals go to a new or empty directory"));
+            }
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(_) if dir.exists() => Err(bad("is not a directory")),
+        Err(e) => Err(bad(&format!("cannot be read: {e}"))),
+    }
+}
+
+/// Writes into a temporary sibling directory, then renames it into place.
+fn write_all(dir: &Path, proposals: &[Proposal]) -> Result<(), UpstreamError> {
+    let name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "out".into());
+    let tmp: PathBuf = dir.with_file_name(format!(".{name}.partial-{}", std::process::id()));
+    let werr = |path: &Path, e: std::io::Error| UpstreamError::Write {
+        path: path.display().to_string(),
+        reason: e.to_string(),
+    };
+    let result = (|| {
+        for p in proposals {
+            let path = tmp.join(&p.file);
+            if let Some(parent) = path.parent() {
+                fs_err::create_dir_all(parent).map_err(|e| werr(parent, e))?;
+            }
+            fs_err::write(&path, &p.text).map_err(|e| werr(&path, e))?;
+        }
+        if dir.exists() {
+            fs_err::remove_dir(dir).map_err(|e| werr(dir, e))?;
+        }
+        fs_err::rename(&tmp, dir).map_err(|e| werr(dir, e))
+    })();
+    if result.is_err() {
+        let _ = fs_err::remove_dir_all(&tmp);
+    }
+    result
+}

@@ -1,0 +1,196 @@
+//! `gpuenv db lint` and the database loader.
+
+use gpuenv::db::{self, Db, Kind, ProblemKind};
+
+use crate::support::{fixture, gpuenv, json, root};
+
+#[test]
+fn shipped_database_is_clean() {
+    let files = db::read_dir(&root().join("compat-db")).unwrap();
+    let problems = db::lint(&files);
+    let listed: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
+    assert!(
+        problems.is_empty(),
+        "compat-db has problems:\n{}",
+        listed.join("\n")
+    );
+    let run = gpuenv(&["db", "lint"]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert!(run.stdout.starts_with("ok: "), "{}", run.stdout);
+}
+
+#[test]
+fn embedded_database_equals_the_directory() {
+    let embedded = Db::embedded().unwrap();
+    let dir = Db::from_dir(&root().join("compat-db")).unwrap();
+    for kind in Kind::ALL {
+        assert_eq!(embedded.count(kind), dir.count(kind), "{kind}");
+        assert!(embedded.count(kind) > 0, "no {kind} records");
+    }
+}
+
+#[test]
+fn cuda_rows_from_11_0_to_the_newest_are_all_there() {
+    let db = Db::embedded().unwrap();
+    let have: Vec<String> = db.cuda.iter().map(|c| c.version.to_string()).collect();
+    for v in [
+        "11.0.1", "11.0.2", "11.0.3", "11.1.0", "11.1.1", "11.2.0", "11.2.1", "11.2.2", "11.3.0", "11.3.1",
+        "11.4.0", "11.4.1", "11.4.2", "11.4.3", "11.4.4", "11.5.0", "11.5.1", "11.5.2", "11.6.0", "11.6.1",
+        "11.6.2", "11.7.0", "11.7.1", "11.8.0", "12.0.0", "12.0.1", "12.1.0", "12.1.1", "12.2.0", "12.2.1",
+        "12.2.2", "12.3.0", "12.3.1", "12.4.0", "12.4.1", "12.5.0", "12.5.1", "12.6.0", "12.6.1", "12.6.2",
+        "12.6.3", "12.8.0", "12.8.1", "12.9.0", "12.9.1", "13.0.0", "13.0.1", "13.0.2", "13.1.0", "13.1.1",
+        "13.2.0", "13.2.1", "13.2.2",
+    ] {
+        assert!(have.iter().any(|h| h == v), "no record for CUDA {v}");
+    }
+}
+
+#[test]
+fn templates_are_valid_records() {
+    // Each template, copied into an otherwise empty database, must read without problems
+    // other than references to records the copy lacks.
+    let dir = root().join("compat-db/templates");
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let kind = path.file_stem().unwrap().to_str().unwrap().to_string();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let stem = match kind.as_str() {
+            "python" => "3.12",
+            "cuda" => "12.4.0",
+            "cudnn" => "9.1.0.70",
+            "driver" => "r535",
+            "gpu" => "h100-sxm",
+            "torch" => "2.4.1",
+            "image" => "ngc-25.12",
+            other => panic!("unexpected template {other}"),
+        };
+        let files = vec![db::SourceFile {
+            path: format!("{kind}/{stem}.toml"),
+            text: Some(text.into()),
+        }];
+        let problems: Vec<_> = db::lint(&files)
+            .into_iter()
+            .filter(|p| p.kind != ProblemKind::DanglingReference)
+            .collect();
+        assert!(problems.is_empty(), "template {kind}: {problems:#?}");
+    }
+}
+
+#[test]
+fn lint_reports_every_planted_problem() {
+    let dir = fixture("broken-db");
+    let run = gpuenv(&["db", "lint", "--json", "--db", dir.to_str().unwrap()]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let doc = json(&run);
+    assert_eq!(doc["schema_version"], 1);
+    assert_eq!(doc["clean"], false);
+    let problems: Vec<(String, String, String)> = doc["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["file"].as_str().unwrap().to_string(),
+                p["kind"].as_str().unwrap().to_string(),
+                p["key"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    let planted = [
+        ("cuda/12.4.0.toml", "unknown-key", "colour"),
+        ("cuda/12.4.0.toml", "bad-value", "min_driver_linux"),
+        ("cuda/12.5.0.toml", "overlapping-range", "min_driver_linux"),
+        ("cuda/12.5.0.toml", "inconsistent", "family_min_driver"),
+        ("cudnn/9.1.0.70.toml", "bad-value", "cuda_majors"),
+        ("gpu/h100-sxm.toml", "missing-sources", "sources"),
+        ("gpu/h100-sxm.toml", "duplicate-alias", "aliases[0]"),
+        ("gpu/h100-pcie.toml", "inconsistent", "architecture"),
+        ("gpu/h100-pcie.toml", "bad-value", "unverified[0]"),
+        ("torch/2.4.1.toml", "dangling-reference", "variants[0].cuda"),
+        ("torch/2.4.1.toml", "dangling-reference", "variants[0].cudnn"),
+        ("torch/2.4.1.toml", "dangling-reference", "pypi_default"),
+        ("torch/2.4.1.toml", "inconsistent", "variants[1].cudnn"),
+        ("driver/r545.toml", "inconsistent", "latest_version"),
+        ("driver/r550.toml", "overlapping-range", "first_version"),
+        ("python/3.12.toml", "syntax", ""),
+        ("python/3-11.toml", "layout", ""),
+        ("python/3.11.toml", "duplicate-id", "version"),
+        ("image/pytorch-broken.toml", "missing-key", "tag"),
+        ("image/pytorch-broken.toml", "dangling-reference", "torch"),
+        ("misc/stray.toml", "layout", ""),
+    ];
+    for (file, kind, key) in planted {
+        assert!(
+            problems.contains(&(file.to_string(), kind.to_string(), key.to_string())),
+            "not reported: {file} {kind} {key}\nreported: {problems:#?}"
+        );
+    }
+    assert_eq!(
+        problems.len(),
+        planted.len(),
+        "unexpected extra problems: {problems:#?}"
+    );
+}
+
+#[test]
+fn human_lint_names_file_line_and_key() {
+    let dir = fixture("broken-db");
+    let run = gpuenv(&["db", "lint", "--db", dir.to_str().unwrap()]);
+    assert_eq!(run.code, 1);
+    assert!(
+        run.stdout.lines().any(|l| l
+            == "cuda/12.4.0.toml:4: bad-value: `min_driver_linux`: invalid driver version `550.x`: \
+                expected a digit or `.`, found `x` at character 5"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.trim_end().ends_with("problems in 14 record files"),
+        "{}",
+        run.stdout
+    );
+}
+
+#[test]
+fn a_broken_db_refuses_to_load_with_exit_2() {
+    let dir = fixture("broken-db");
+    let run = gpuenv(&["show", "gpu", "h100", "--db", dir.to_str().unwrap()]);
+    assert_eq!(run.code, 2);
+    assert!(
+        run.stderr.contains("the database has 21 problems"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("cuda/12.4.0.toml:3: unknown-key"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stdout.is_empty());
+}
+
+#[test]
+fn a_missing_db_dir_is_bad_input() {
+    let run = gpuenv(&["db", "lint", "--db", "/nonexistent/gpuenv-db"]);
+    assert_eq!(run.code, 2);
+    assert!(
+        run.stderr
+            .contains("cannot read database directory `/nonexistent/gpuenv-db`: no such directory"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn non_utf8_record_is_a_syntax_problem() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("gpu")).unwrap();
+    std::fs::write(dir.path().join("gpu/bad.toml"), b"name = \"\xff\"\n").unwrap();
+    let run = gpuenv(&["db", "lint", "--db", dir.path().to_str().unwrap()]);
+    assert_eq!(run.code, 1);
+    assert!(
+        run.stdout.contains("gpu/bad.toml: syntax: not UTF-8 text"),
+        "{}",
+        run.stdout
+    );
+}

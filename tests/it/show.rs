@@ -1,0 +1,153 @@
+//! `gpuenv show`: lookups and the JSON contract.
+
+use crate::support::{gpuenv, json};
+
+#[test]
+fn gpu_json_contract() {
+    let run = gpuenv(&["show", "gpu", "H100 SXM", "--json"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let doc = json(&run);
+    assert_eq!(doc["schema_version"], 1);
+    assert_eq!(doc["kind"], "gpu");
+    assert_eq!(doc["name"], "H100 SXM");
+    assert_eq!(doc["compute_capability"], "9.0");
+    assert!(doc["compute_capability"].is_string());
+    assert_eq!(doc["memory_gib"].as_f64(), Some(80.0));
+    assert!(doc["memory_gib"].is_number());
+    assert!(!doc["sources"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn cuda_json_contract() {
+    let run = gpuenv(&["show", "cuda", "12.4.0", "--json"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let doc = json(&run);
+    assert_eq!(doc["kind"], "cuda");
+    assert_eq!(doc["min_driver_linux"], "550.54.14");
+    assert_eq!(doc["family_min_driver"], "525.60.13");
+}
+
+#[test]
+fn gpu_by_any_spelling() {
+    for name in [
+        "h100",
+        "H100-SXM5-80GB",
+        "NVIDIA H100 80GB HBM3",
+        "h100 sxm",
+        "H100_SXM",
+    ] {
+        let run = gpuenv(&["show", "gpu", name, "--json"]);
+        assert_eq!(run.code, 0, "{name}: {}", run.stderr);
+        assert_eq!(json(&run)["name"], "H100 SXM", "{name}");
+    }
+}
+
+#[test]
+fn versions_by_any_spelling() {
+    let cases = [
+        (["show", "cuda", "12.4"], "version", "12.4.0"),
+        (["show", "cuda", "CUDA 12.4.1"], "version", "12.4.1"),
+        (["show", "torch", "2.4.1+cu121"], "version", "2.4.1"),
+        (["show", "driver", "535.104.05"], "branch", "535"),
+        (["show", "driver", "R535"], "branch", "535"),
+        (["show", "python", "3.12.4"], "version", "3.12"),
+    ];
+    for (args, field, want) in cases {
+        let mut a = args.to_vec();
+        a.push("--json");
+        let run = gpuenv(&a);
+        assert_eq!(run.code, 0, "{args:?}: {}", run.stderr);
+        assert_eq!(json(&run)[field].to_string().trim_matches('"'), want, "{args:?}");
+    }
+}
+
+#[test]
+fn human_show_lists_facts_and_sources() {
+    let run = gpuenv(&["show", "cuda", "12.4.0"]);
+    assert_eq!(run.code, 0);
+    assert!(
+        run.stdout.starts_with("CUDA 12.4 GA (12.4.0)  [cuda 12.4.0]\n"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout
+            .lines()
+            .any(|l| l.trim_start().starts_with("min_driver_linux") && l.ends_with("550.54.14"))
+    );
+    assert!(run.stdout.contains("\nsources:\n  - https://"), "{}", run.stdout);
+}
+
+#[test]
+fn unknown_name_suggests_the_closest() {
+    let run = gpuenv(&["show", "gpu", "H1000"]);
+    assert_eq!(run.code, 2);
+    assert!(run.stdout.is_empty());
+    assert!(
+        run.stderr.contains("no gpu record named `H1000`; did you mean"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("`H100 SXM`"), "{}", run.stderr);
+}
+
+#[test]
+fn unknown_version_is_bad_input() {
+    let run = gpuenv(&["show", "cuda", "12.7.0"]);
+    assert_eq!(run.code, 2);
+    assert!(
+        run.stderr.contains("no cuda record named `12.7.0`"),
+        "{}",
+        run.stderr
+    );
+    let run = gpuenv(&["show", "torch", "not-a-version"]);
+    assert_eq!(run.code, 2);
+}
+
+#[test]
+fn unknown_kind_is_a_usage_error() {
+    let run = gpuenv(&["show", "tpu", "v5e"]);
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains("invalid value 'tpu'"), "{}", run.stderr);
+    assert!(run.stderr.contains("gpu"), "{}", run.stderr);
+}
+
+#[test]
+fn list_kind() {
+    let run = gpuenv(&["db", "list", "gpu", "--json"]);
+    assert_eq!(run.code, 0);
+    let doc = json(&run);
+    let records = doc["records"].as_array().unwrap();
+    assert!(
+        records
+            .iter()
+            .any(|r| r["id"] == "h100-sxm" && r["name"] == "H100 SXM")
+    );
+}
+
+#[test]
+fn help_and_version_succeed() {
+    assert_eq!(gpuenv(&["--help"]).code, 0);
+    let v = gpuenv(&["--version"]);
+    assert_eq!(v.code, 0);
+    assert!(v.stdout.starts_with("gpuenv "));
+}
+
+#[test]
+fn broken_pipe_is_not_an_error() {
+    use std::io::Read;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_gpuenv"))
+        .args(["db", "list", "cuda"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Close our end at once: every write of gpuenv then fails with EPIPE.
+    drop(child.stdout.take());
+    let mut err = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "{err}");
+    assert!(err.is_empty(), "{err}");
+}
