@@ -50,3 +50,91 @@ pub fn gpuenv(args: &[&str]) -> Run {
 pub fn json(run: &Run) -> serde_json::Value {
     serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}", run.stdout))
 }
+
+/// A loopback HTTP server replaying recorded upstream responses from a directory:
+/// `GET /a/b/` serves `DIR/a/b/index`, `GET /a/b` serves `DIR/a/b`, anything else is 404.
+/// Requests whose path contains `fail_on` get `500 Internal Server Error` instead.
+pub struct Replay {
+    pub url: String,
+}
+
+impl Replay {
+    pub fn start(dir: PathBuf, fail_on: Option<&'static str>) -> Replay {
+        use std::io::{BufRead, BufReader, Write};
+        use std::net::TcpListener;
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+        let addr = listener.local_addr().unwrap();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { continue };
+                let dir = dir.clone();
+                std::thread::spawn(move || {
+                    let mut reader = BufReader::new(stream.try_clone().unwrap());
+                    let mut request = String::new();
+                    if reader.read_line(&mut request).is_err() {
+                        return;
+                    }
+                    let mut line = String::new();
+                    while reader.read_line(&mut line).map(|n| n > 2).unwrap_or(false) {
+                        line.clear();
+                    }
+                    let path = request.split_whitespace().nth(1).unwrap_or("/").to_string();
+                    let mut file = dir.clone();
+                    for seg in path
+                        .split('?')
+                        .next()
+                        .unwrap()
+                        .split('/')
+                        .filter(|s| !s.is_empty() && *s != "..")
+                    {
+                        file.push(seg);
+                    }
+                    if path.ends_with('/') {
+                        file.push("index");
+                    }
+                    let (status, body) = if fail_on.is_some_and(|f| path.contains(f)) {
+                        ("500 Internal Server Error", b"boom".to_vec())
+                    } else {
+                        match std::fs::read(&file) {
+                            Ok(b) => ("200 OK", b),
+                            Err(_) => ("404 Not Found", b"not found".to_vec()),
+                        }
+                    };
+                    let mut out = stream;
+                    let _ = write!(
+                        out,
+                        "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                        body.len()
+                    );
+                    let _ = out.write_all(&body);
+                });
+            }
+        });
+        Replay {
+            url: format!("http://{addr}/"),
+        }
+    }
+}
+
+/// A copy of the shipped database without the named files, in a temporary directory.
+pub fn trimmed_db(remove: &[&str]) -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    copy_dir(&root().join("compat-db"), tmp.path());
+    for r in remove {
+        std::fs::remove_file(tmp.path().join(r)).unwrap_or_else(|e| panic!("remove {r}: {e}"));
+    }
+    tmp
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}

@@ -1,0 +1,48 @@
+//! `gpuenv db stats`.
+
+use crate::support::{gpuenv, json};
+
+#[test]
+fn stats_count_records_unverified_facts_and_newest() {
+    let run = gpuenv(&["db", "stats", "--json"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let doc = json(&run);
+    let kinds = doc["kinds"].as_array().unwrap();
+    let get = |k: &str| kinds.iter().find(|x| x["kind"] == k).unwrap().clone();
+    assert!(get("gpu")["records"].as_u64().unwrap() >= 45);
+    assert!(get("cuda")["records"].as_u64().unwrap() >= 56);
+    assert!(get("python")["records"].as_u64().unwrap() >= 9);
+    assert_eq!(get("torch")["newest"], "2.15.0");
+    assert_eq!(get("python")["newest"], "3.15");
+    assert!(get("torch")["unverified_facts"].as_u64().unwrap() > 0);
+
+    let human = gpuenv(&["db", "stats"]);
+    assert!(
+        human.stdout.starts_with("kind     records  unverified  newest\n"),
+        "{}",
+        human.stdout
+    );
+    assert!(
+        human
+            .stdout
+            .lines()
+            .any(|l| l.starts_with("torch") && l.ends_with("2.15.0")),
+        "{}",
+        human.stdout
+    );
+}
+
+#[test]
+fn compat_db_readme_shows_current_stats() {
+    let readme = std::fs::read_to_string(crate::support::root().join("compat-db/README.md")).unwrap();
+    let block = readme
+        .split("<!-- stats:begin -->\n```\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```\n<!-- stats:end -->").next())
+        .expect("compat-db/README.md has a stats block");
+    let run = gpuenv(&["db", "stats"]);
+    assert_eq!(
+        block, run.stdout,
+        "compat-db/README.md's stats block is stale: paste `gpuenv db stats`"
+    );
+}
