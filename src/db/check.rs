@@ -215,13 +215,7 @@ pub(crate) fn build(files: &[SourceFile]) -> (Db, Vec<Problem>) {
         gpus: strip(gpus),
         images: strip(images),
     };
-    db.python.sort_by(|a, b| a.version.cmp(&b.version));
-    db.torch.sort_by(|a, b| a.version.cmp(&b.version));
-    db.cuda.sort_by(|a, b| a.version.cmp(&b.version));
-    db.cudnn.sort_by(|a, b| a.version.cmp(&b.version));
-    db.drivers.sort_by_key(|d| d.branch);
-    db.gpus.sort_by(|a, b| a.id.cmp(&b.id));
-    db.images.sort_by(|a, b| a.id.cmp(&b.id));
+    db.sort();
     (db, problems)
 }
 

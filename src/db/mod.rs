@@ -224,17 +224,75 @@ impl Db {
         }
     }
 
-    /// The database compiled into the binary (checked once per process).
+    /// The database compiled into the binary, read once per process.
+    ///
+    /// Reads the JSON form the build wrote; its records were linted by the test suite, so
+    /// the cross-record checks are not repeated on every run. Should it not read, the
+    /// checked TOML path runs and reports why.
     pub fn embedded() -> Result<&'static Db, DbError> {
         EMBEDDED
-            .get_or_init(|| {
-                Db::load(&embedded_files()).map_err(|e| match e {
+            .get_or_init(|| match Db::from_json(embedded::JSON) {
+                Some(db) => Ok(db),
+                None => Db::load(&embedded_files()).map_err(|e| match e {
                     DbError::Invalid(p) => p,
                     DbError::Dir { .. } => unreachable!("embedded files need no directory"),
-                })
+                }),
             })
             .as_ref()
             .map_err(|p| DbError::Invalid(p.clone()))
+    }
+
+    /// Reads the build's `{kind: {id: record}}` JSON; `None` if any record does not read.
+    fn from_json(text: &str) -> Option<Db> {
+        use std::collections::BTreeMap;
+        #[derive(serde::Deserialize)]
+        struct Blob {
+            #[serde(default)]
+            python: BTreeMap<String, PythonRelease>,
+            #[serde(default)]
+            torch: BTreeMap<String, TorchRelease>,
+            #[serde(default)]
+            cuda: BTreeMap<String, CudaRelease>,
+            #[serde(default)]
+            cudnn: BTreeMap<String, CudnnRelease>,
+            #[serde(default)]
+            driver: BTreeMap<String, DriverBranch>,
+            #[serde(default)]
+            gpu: BTreeMap<String, Gpu>,
+            #[serde(default)]
+            image: BTreeMap<String, Image>,
+        }
+        fn ids<T>(map: BTreeMap<String, T>, set: impl Fn(&mut T, String)) -> Vec<T> {
+            map.into_iter()
+                .map(|(id, mut r)| {
+                    set(&mut r, id);
+                    r
+                })
+                .collect()
+        }
+        let blob: Blob = serde_json::from_str(text).ok()?;
+        let mut db = Db {
+            python: ids(blob.python, |r, id| r.id = id),
+            torch: ids(blob.torch, |r, id| r.id = id),
+            cuda: ids(blob.cuda, |r, id| r.id = id),
+            cudnn: ids(blob.cudnn, |r, id| r.id = id),
+            drivers: ids(blob.driver, |r, id| r.id = id),
+            gpus: ids(blob.gpu, |r, id| r.id = id),
+            images: ids(blob.image, |r, id| r.id = id),
+        };
+        db.sort();
+        Some(db)
+    }
+
+    /// Puts every kind in its documented order.
+    pub(crate) fn sort(&mut self) {
+        self.python.sort_by(|a, b| a.version.cmp(&b.version));
+        self.torch.sort_by(|a, b| a.version.cmp(&b.version));
+        self.cuda.sort_by(|a, b| a.version.cmp(&b.version));
+        self.cudnn.sort_by(|a, b| a.version.cmp(&b.version));
+        self.drivers.sort_by_key(|d| d.branch);
+        self.gpus.sort_by(|a, b| a.id.cmp(&b.id));
+        self.images.sort_by(|a, b| a.id.cmp(&b.id));
     }
 
     /// The database in `dir`.
@@ -259,4 +317,38 @@ impl Db {
 /// Every problem in `files`, in file and line order.
 pub fn lint(files: &[SourceFile]) -> Vec<Problem> {
     check::build(files).1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The fast JSON form and the checked TOML form must give the same database.
+    #[test]
+    fn json_form_reads_and_equals_the_checked_form() {
+        let fast = Db::from_json(embedded::JSON).expect("the embedded JSON reads");
+        let checked = Db::load(&embedded_files()).expect("the embedded records are clean");
+        for kind in Kind::ALL {
+            assert_eq!(fast.count(kind), checked.count(kind), "{kind}");
+        }
+        let same = |a: &dyn erased::Ser, b: &dyn erased::Ser| assert_eq!(a.json(), b.json());
+        same(&fast.python, &checked.python);
+        same(&fast.torch, &checked.torch);
+        same(&fast.cuda, &checked.cuda);
+        same(&fast.cudnn, &checked.cudnn);
+        same(&fast.drivers, &checked.drivers);
+        same(&fast.gpus, &checked.gpus);
+        same(&fast.images, &checked.images);
+    }
+
+    mod erased {
+        pub trait Ser {
+            fn json(&self) -> String;
+        }
+        impl<T: serde::Serialize> Ser for T {
+            fn json(&self) -> String {
+                serde_json::to_string(self).expect("records serialize")
+            }
+        }
+    }
 }
