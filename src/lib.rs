@@ -14,4 +14,5 @@ pub mod cli;
 pub mod db;
 pub mod model;
 pub mod report;
+pub mod resolve;
 pub mod upstream;

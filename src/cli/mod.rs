@@ -9,8 +9,13 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+mod stack;
+
+pub use stack::{ProjectArgs, StackArgs};
+
 use crate::db::{self, Db, DbError, Found, Kind, LookupError};
 use crate::report;
+use crate::resolve::{self, QueryError, Status};
 use crate::upstream::{self, RefreshOptions, UpstreamError};
 
 /// Exit codes: part of the contract with users' scripts.
@@ -48,6 +53,9 @@ pub enum CliError {
     /// A flag's value is not usable.
     #[error("{0}")]
     Usage(String),
+    /// The pins contradict each other or name nothing that exists.
+    #[error(transparent)]
+    Query(#[from] QueryError),
     /// Writing the report failed.
     #[error("cannot write output: {0}")]
     Io(#[from] io::Error),
@@ -62,6 +70,7 @@ impl CliError {
             CliError::Db(DbError::Invalid(_)) => Exit::BadInput,
             CliError::Lookup(_) => Exit::BadInput,
             CliError::Usage(_) => Exit::BadInput,
+            CliError::Query(_) => Exit::BadInput,
             CliError::Upstream(UpstreamError::OutDir { .. }) => Exit::BadInput,
             CliError::Upstream(_) => Exit::Environment,
             CliError::Io(_) => Exit::Environment,
@@ -94,6 +103,38 @@ enum Command {
     },
     /// Show one record and its sources: `gpuenv show gpu "H100 SXM"`.
     Show(ShowArgs),
+    /// Will it run? Every stack (torch build x Python) that works on the machine described,
+    /// ranked, with the findings behind each verdict; when none does, why, and what to change.
+    Query(QueryArgs),
+    /// The compatibility graph a query used, in Graphviz DOT.
+    Graph(GraphArgs),
+}
+
+#[derive(Debug, Args)]
+struct QueryArgs {
+    #[command(flatten)]
+    stack: StackArgs,
+    /// Print a JSON document.
+    #[arg(long)]
+    json: bool,
+    /// Also list incompatible stacks with their reasons.
+    #[arg(long)]
+    all: bool,
+    /// Treat a conditional answer as a failure (exit 1).
+    #[arg(long)]
+    strict: bool,
+    /// How many builds the table shows (0: all).
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    limit: usize,
+}
+
+#[derive(Debug, Args)]
+struct GraphArgs {
+    #[command(flatten)]
+    stack: StackArgs,
+    /// Print Graphviz DOT (the only format).
+    #[arg(long)]
+    dot: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -252,6 +293,31 @@ fn dispatch(cli: &Cli, out: &mut dyn Write) -> Result<Exit, CliError> {
             let db = open_db(&cli.db)?;
             let kind = Kind::from(*kind);
             report::list(out, kind, &names(&db, kind), *json)?;
+            Ok(Exit::Ok)
+        }
+        Command::Query(args) => {
+            let db = open_db(&cli.db)?;
+            let q = args.stack.to_query(&db)?;
+            let answer = resolve::resolve(&*db, &q)?;
+            let opts = report::QueryOpts {
+                json: args.json,
+                all: args.all,
+                limit: args.limit,
+            };
+            report::query(out, &q, &answer, &opts)?;
+            Ok(match answer.verdict {
+                Status::Compatible => Exit::Ok,
+                Status::Conditional if !args.strict => Exit::Ok,
+                _ => Exit::Findings,
+            })
+        }
+        Command::Graph(args) => {
+            let db = open_db(&cli.db)?;
+            let mut q = args.stack.to_query(&db)?;
+            q.want_graph = true;
+            let answer = resolve::resolve(&*db, &q)?;
+            let graph = answer.graph.expect("a graph was asked for");
+            out.write_all(graph.to_dot().as_bytes())?;
             Ok(Exit::Ok)
         }
         Command::Show(args) => {

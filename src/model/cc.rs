@@ -247,6 +247,24 @@ impl Architecture {
     }
 }
 
+impl Architecture {
+    /// The name as NVIDIA writes it: `Ada Lovelace`, `Blackwell`.
+    pub fn title(&self) -> &'static str {
+        use Architecture::*;
+        match self {
+            Kepler => "Kepler",
+            Maxwell => "Maxwell",
+            Pascal => "Pascal",
+            Volta => "Volta",
+            Turing => "Turing",
+            Ampere => "Ampere",
+            Ada => "Ada Lovelace",
+            Hopper => "Hopper",
+            Blackwell => "Blackwell",
+        }
+    }
+}
+
 impl fmt::Display for Architecture {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())

@@ -21,6 +21,7 @@ mod cc;
 mod date;
 mod dotted;
 mod error;
+mod os;
 mod pep440;
 mod python;
 mod variant;
@@ -32,6 +33,7 @@ pub use cc::{ArchSuffix, Architecture, ComputeCapability};
 pub use date::PartialDate;
 pub use dotted::{CudaVersion, CudnnVersion, Dotted, DriverVersion, GlibcVersion, NcclVersion};
 pub use error::ParseError;
+pub use os::{glibc_of_os, known_os};
 pub use pep440::{
     Operator, Version, VersionSpecifier, VersionSpecifiers, local_variant, parse_specifiers, parse_version,
     public,

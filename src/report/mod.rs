@@ -6,6 +6,8 @@
 //! nothing here writes to stderr. No colour is used, so output reads the same everywhere,
 //! with or without `NO_COLOR`.
 
+mod query;
+
 use std::io::{self, Write};
 
 use serde::Serialize;
@@ -13,6 +15,8 @@ use serde_json::{Map, Value, json};
 
 use crate::db::{Db, Found, Kind, Problem};
 use crate::upstream::Summary;
+
+pub use query::{QueryOpts, query};
 
 /// Version of every JSON document gpuenv prints. Bumped on any incompatible change.
 pub const SCHEMA_VERSION: u32 = 1;

@@ -1,6 +1,8 @@
 //! Integration tests: one binary, a module per command.
 
+mod codes;
 mod db;
+mod query;
 mod refresh;
 mod show;
 mod stats;

@@ -1,0 +1,221 @@
+//! `gpuenv query`: the answer as a table with reasons, or as JSON.
+
+use std::io::{self, Write};
+
+use serde_json::{Value, json};
+
+use super::{SCHEMA_VERSION, write_json};
+use crate::resolve::{Answer, Query, Severity, Stack, Status};
+
+/// How to print an answer.
+#[derive(Debug, Clone)]
+pub struct QueryOpts {
+    /// A JSON document instead of text.
+    pub json: bool,
+    /// Also incompatible stacks.
+    pub all: bool,
+    /// Builds in the table (0: all).
+    pub limit: usize,
+}
+
+/// One line describing what was asked.
+fn describe(q: &Query) -> String {
+    let mut parts = Vec::new();
+    for p in &q.torch {
+        parts.push(format!("torch {}", p.specifiers));
+    }
+    for (s, _) in &q.python {
+        parts.push(format!("Python {s}"));
+    }
+    if let Some((ask, _)) = &q.cuda {
+        parts.push(match ask {
+            crate::resolve::CudaAsk::Cpu => "cpu build".to_string(),
+            crate::resolve::CudaAsk::Spec(s) => format!("CUDA {s}"),
+        });
+    }
+    for g in &q.gpus {
+        parts.push(if g.count > 1 {
+            format!("{}x {}", g.count, g.gpu.name)
+        } else {
+            g.gpu.name.clone()
+        });
+    }
+    if let Some(d) = &q.driver {
+        parts.push(format!("driver {d}"));
+    }
+    if let Some((g, origin)) = &q.glibc {
+        parts.push(format!("glibc {g} ({origin})"));
+    }
+    if q.extensions {
+        parts.push("CUDA extensions".into());
+    }
+    if parts.is_empty() {
+        "no constraints".into()
+    } else {
+        parts.join(", ")
+    }
+}
+
+/// Builds (torch + variant) in rank order, each with its stacks.
+fn by_build<'a>(stacks: impl Iterator<Item = &'a Stack>) -> Vec<Vec<&'a Stack>> {
+    let mut out: Vec<Vec<&Stack>> = Vec::new();
+    for s in stacks {
+        match out
+            .iter_mut()
+            .find(|b| b[0].torch == s.torch && b[0].variant == s.variant && b[0].status == s.status)
+        {
+            Some(b) => b.push(s),
+            None => out.push(vec![s]),
+        }
+    }
+    out
+}
+
+fn pythons(b: &[&Stack]) -> String {
+    let mut v: Vec<&str> = b.iter().map(|s| s.python.as_str()).collect();
+    v.sort_by_key(|p| {
+        p.split('.')
+            .map(|x| x.parse::<u32>().unwrap_or(0))
+            .collect::<Vec<_>>()
+    });
+    v.dedup();
+    match v.as_slice() {
+        [] => "-".into(),
+        [one] => (*one).to_string(),
+        [first, .., last] => format!("{first}-{last}"),
+    }
+}
+
+fn mark(s: Severity) -> &'static str {
+    match s {
+        Severity::Info => "ok  ",
+        Severity::Warning => "warn",
+        Severity::Conditional => "cond",
+        Severity::Incompatible => "FAIL",
+    }
+}
+
+/// The note of a build in the table: what decided it, briefly.
+fn note(s: &Stack) -> String {
+    let worst = s
+        .findings
+        .iter()
+        .filter(|f| f.severity >= Severity::Conditional)
+        .map(|f| f.code)
+        .collect::<Vec<_>>();
+    if !worst.is_empty() {
+        let mut w = worst;
+        w.dedup();
+        return w.join(", ");
+    }
+    match &s.needs.driver_native {
+        Some(d) if s.findings.iter().any(|f| f.code == "needs-driver") => format!("needs driver >= {d}"),
+        _ => "native".into(),
+    }
+}
+
+fn write_findings(out: &mut dyn Write, s: &Stack, min: Severity) -> io::Result<()> {
+    for f in s.findings.iter().filter(|f| f.severity >= min) {
+        let unverified = if f.unverified { " [unverified data]" } else { "" };
+        writeln!(
+            out,
+            "    {} {}: {}{unverified}",
+            mark(f.severity),
+            f.code,
+            f.message
+        )?;
+    }
+    Ok(())
+}
+
+fn stack_json(s: &Stack) -> Value {
+    serde_json::to_value(s).unwrap_or(Value::Null)
+}
+
+/// Prints an answer.
+pub fn query(out: &mut dyn Write, q: &Query, a: &Answer, opts: &QueryOpts) -> io::Result<()> {
+    let shown: Vec<&Stack> = a
+        .stacks
+        .iter()
+        .filter(|s| opts.all || s.status != Status::Incompatible)
+        .collect();
+    if opts.json {
+        return write_json(
+            out,
+            &json!({
+                "schema_version": SCHEMA_VERSION,
+                "query": describe(q),
+                "verdict": a.verdict,
+                "stacks": shown.iter().map(|s| stack_json(s)).collect::<Vec<_>>(),
+                "suggestions": a.suggestions,
+            }),
+        );
+    }
+    writeln!(out, "query: {}", describe(q))?;
+    let builds = by_build(shown.iter().copied());
+    let runnable = by_build(a.stacks.iter().filter(|s| s.status != Status::Incompatible)).len();
+    writeln!(
+        out,
+        "verdict: {}{}",
+        a.verdict,
+        if runnable > 0 {
+            format!(" ({runnable} build{} run)", if runnable == 1 { "" } else { "s" })
+        } else {
+            String::new()
+        }
+    )?;
+    if !builds.is_empty() {
+        writeln!(out)?;
+        let limit = if opts.limit == 0 { builds.len() } else { opts.limit };
+        writeln!(
+            out,
+            "  {:<12} {:<20} {:<10} {:<6} {:<10} note",
+            "status", "torch", "python", "cuda", "cudnn"
+        )?;
+        for b in builds.iter().take(limit) {
+            let s = b[0];
+            writeln!(
+                out,
+                "  {:<12} {:<20} {:<10} {:<6} {:<10} {}",
+                s.status.to_string(),
+                format!("{}+{}", s.torch, s.variant),
+                pythons(b),
+                s.cuda.as_deref().unwrap_or("-"),
+                s.cudnn.as_deref().unwrap_or("-"),
+                note(s)
+            )?;
+        }
+        if builds.len() > limit {
+            writeln!(
+                out,
+                "  ... {} more builds (--limit 0 shows all)",
+                builds.len() - limit
+            )?;
+        }
+    }
+    if let Some(best) = a.stacks.first().filter(|s| s.status != Status::Incompatible) {
+        writeln!(out)?;
+        writeln!(
+            out,
+            "best: torch {}+{} on Python {} ({})",
+            best.torch, best.variant, best.python, best.status
+        )?;
+        write_findings(out, best, Severity::Info)?;
+        writeln!(out, "  install: {}", best.install)?;
+    } else {
+        writeln!(out)?;
+        writeln!(out, "No stack runs. The closest builds, and why not:")?;
+        for b in by_build(a.stacks.iter()).iter().take(3) {
+            let s = b[0];
+            writeln!(out, "  torch {}+{} (Python {})", s.torch, s.variant, pythons(b))?;
+            write_findings(out, s, Severity::Conditional)?;
+        }
+    }
+    if !a.suggestions.is_empty() {
+        writeln!(out)?;
+        for s in &a.suggestions {
+            writeln!(out, "hint: {} -> {}", s.change, s.gives)?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,106 @@
+//! Every finding code the resolver can emit: part of the JSON contract.
+//!
+//! A code names one rule outcome and never changes meaning; renaming one is a visible
+//! change of the contract (a test snapshots this list and fails on duplicates).
+
+/// `(code, what it means)`, grouped by rule.
+pub const CODES: &[(&str, &str)] = &[
+    // Python and the platform.
+    (
+        "python-wheel",
+        "a wheel exists for this CPython (its tag, not Requires-Python, decides)",
+    ),
+    (
+        "python-no-wheel",
+        "no wheel for the requested Python: the release ships other cpXY tags",
+    ),
+    (
+        "python-end-of-life",
+        "this Python release line is past its end of security support",
+    ),
+    (
+        "glibc-too-old",
+        "the wheels' manylinux tag needs a newer glibc than the host's",
+    ),
+    ("cpu-build", "a CPU-only build: it runs, but never on the GPU"),
+    // The GPU and the kernels in the wheel.
+    (
+        "gpu-sass",
+        "the wheel has SASS (native kernels) for the GPU's architecture",
+    ),
+    (
+        "gpu-ptx-jit",
+        "no SASS for the GPU: the driver JIT-compiles the wheel's PTX at first use",
+    ),
+    (
+        "gpu-no-kernels",
+        "no SASS and no usable PTX for the GPU: CUDA kernels fail to launch",
+    ),
+    (
+        "gpu-arch-list-unknown",
+        "the build's arch list is not known, so GPU support is unconfirmed",
+    ),
+    (
+        "gpu-host-aarch64",
+        "the GPU comes with an aarch64 host: x86_64 wheels do not apply",
+    ),
+    // The driver.
+    ("needs-driver", "no driver given: what this stack needs of it"),
+    ("driver-native", "the driver meets the CUDA toolkit's own minimum"),
+    (
+        "driver-minor-version-compat",
+        "below the toolkit minimum but within the major family's floor: runs with minor-version compatibility, with its limits",
+    ),
+    (
+        "driver-forward-compat",
+        "older than the CUDA major: runs only with the cuda-compat package, on an eligible GPU and host branch",
+    ),
+    (
+        "forward-compat-gpu-not-eligible",
+        "forward compatibility would be needed, but the GPU is not eligible (error 804)",
+    ),
+    (
+        "ptx-jit-needs-newer-driver",
+        "the GPU needs PTX JIT, which minor-version compatibility cannot do",
+    ),
+    (
+        "driver-too-old",
+        "the driver is too old for the CUDA of the build by every rule",
+    ),
+    (
+        "driver-unsupported-gpu",
+        "the driver branch does not drive the GPU's architecture: CUDA sees no GPU",
+    ),
+    (
+        "driver-branch-unknown",
+        "the driver's branch has no record; the nearest older branch was assumed",
+    ),
+    ("cuda-unknown", "the build's CUDA version has no toolkit record"),
+    // Building CUDA extensions.
+    ("extensions-nvcc", "which nvcc builds extensions for this stack"),
+    (
+        "nvcc-unavailable",
+        "no CUDA toolkit with the build's CUDA version is known",
+    ),
+    (
+        "nvcc-major-mismatch",
+        "nvcc's CUDA major differs from torch's: extensions fail to build",
+    ),
+    (
+        "nvcc-minor-mismatch",
+        "nvcc's CUDA minor differs from torch's: torch warns, usually works",
+    ),
+    (
+        "nvcc-no-gpu-arch",
+        "nvcc cannot compile for the GPU's architecture at all",
+    ),
+    (
+        "nvcc-ptx-only",
+        "nvcc cannot compile SASS for the GPU; extensions must ship PTX for JIT",
+    ),
+];
+
+/// Whether `code` is a known finding code.
+pub fn is_known(code: &str) -> bool {
+    CODES.iter().any(|(c, _)| *c == code)
+}

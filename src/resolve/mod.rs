@@ -1,0 +1,274 @@
+//! The resolver: which stacks (torch build x Python) run on what is known of a machine,
+//! with findings that explain each verdict, and suggestions when nothing fits.
+//!
+//! Owns: the compatibility rules of `shared/domain.md` (driver vs CUDA with both
+//! thresholds and forward compatibility, driver branch vs GPU architecture, SASS/PTX vs
+//! compute capability, wheel tags, glibc floor, nvcc for extensions), the exhaustive
+//! pruned search over candidate stacks, ranking, suggestions, and the graph a query used.
+//! Must not: probe the host, talk to Docker, read files or print. Host and image facts
+//! arrive in a [`Query`]; the database is read through [`Catalog`].
+//!
+//! Why the search is exhaustive: the space is small (hundreds of builds, a handful of
+//! Pythons each), and users want every option with its reasons, not one pick.
+
+pub mod codes;
+pub mod graph;
+pub mod input;
+mod rules;
+mod suggest;
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::Serialize;
+
+use crate::db::{CudaRelease, Db, DriverBranch, Gpu, PythonRelease, TorchRelease};
+use crate::model::{CudaVersion, DriverVersion, GlibcVersion, PartialDate, Variant, VersionSpecifiers};
+
+pub use input::{Origin, Pin};
+
+/// The records the resolver reads. [`Db`] is the one implementation; the trait keeps the
+/// resolver from depending on how records are stored.
+pub trait Catalog {
+    /// torch releases, oldest first.
+    fn torch(&self) -> &[TorchRelease];
+    /// CUDA toolkit releases, oldest first.
+    fn cuda(&self) -> &[CudaRelease];
+    /// Driver branches, oldest first.
+    fn drivers(&self) -> &[DriverBranch];
+    /// Python release lines, oldest first.
+    fn python(&self) -> &[PythonRelease];
+}
+
+impl Catalog for Db {
+    fn torch(&self) -> &[TorchRelease] {
+        &self.torch
+    }
+    fn cuda(&self) -> &[CudaRelease] {
+        &self.cuda
+    }
+    fn drivers(&self) -> &[DriverBranch] {
+        &self.drivers
+    }
+    fn python(&self) -> &[PythonRelease] {
+        &self.python
+    }
+}
+
+/// A GPU of the machine, with how many there are.
+#[derive(Debug, Clone)]
+pub struct GpuAsk {
+    /// The record.
+    pub gpu: Gpu,
+    /// How many.
+    pub count: u32,
+}
+
+/// What `--cuda` asks of the build.
+#[derive(Debug, Clone)]
+pub enum CudaAsk {
+    /// `cpu`: a CPU-only build.
+    Cpu,
+    /// CUDA versions of the build (`12.1` means `==12.1`), compared as major.minor.
+    Spec(VersionSpecifiers),
+}
+
+/// Everything known of the machine and the project. Facts left out are not constraints:
+/// the answer says what each stack needs of them.
+#[derive(Debug, Clone, Default)]
+pub struct Query {
+    /// torch requirements (all must hold where their markers apply).
+    pub torch: Vec<Pin>,
+    /// torchvision requirements.
+    pub torchvision: Vec<Pin>,
+    /// torchaudio requirements.
+    pub torchaudio: Vec<Pin>,
+    /// Python versions acceptable (all must hold).
+    pub python: Vec<(VersionSpecifiers, Origin)>,
+    /// The CUDA of the build.
+    pub cuda: Option<(CudaAsk, Origin)>,
+    /// Builds named by index URLs or local versions (any of them).
+    pub variants: Vec<(Variant, Origin)>,
+    /// The GPUs.
+    pub gpus: Vec<GpuAsk>,
+    /// The driver version.
+    pub driver: Option<DriverVersion>,
+    /// The host's glibc, and where it came from (`--os ubuntu22.04`).
+    pub glibc: Option<(GlibcVersion, Origin)>,
+    /// The project compiles CUDA extensions.
+    pub extensions: bool,
+    /// The nvcc on the host, when known (host checks).
+    pub nvcc: Option<CudaVersion>,
+    /// Today, for end-of-life warnings.
+    pub today: Option<PartialDate>,
+    /// Build the graph of the query (for `gpuenv graph`).
+    pub want_graph: bool,
+}
+
+/// The verdict of a stack, and of a whole answer (its best stack's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// Runs natively.
+    Compatible,
+    /// Runs under a named rule with a caveat.
+    Conditional,
+    /// Does not run.
+    Incompatible,
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Status::Compatible => "compatible",
+            Status::Conditional => "conditional",
+            Status::Incompatible => "incompatible",
+        })
+    }
+}
+
+/// How much a finding weighs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// A fact that held.
+    Info,
+    /// Worth knowing; does not change the verdict.
+    Warning,
+    /// Makes the stack conditional.
+    Conditional,
+    /// Makes the stack incompatible.
+    Incompatible,
+}
+
+/// One rule applied to one stack.
+#[derive(Debug, Clone, Serialize)]
+pub struct Finding {
+    /// Stable kebab-case code (see [`codes::CODES`]).
+    pub code: &'static str,
+    /// How much it weighs.
+    pub severity: Severity,
+    /// What was found, in a sentence.
+    pub message: String,
+    /// The facts compared.
+    pub facts: BTreeMap<&'static str, String>,
+    /// Where the rule's data comes from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// A fact it relied on is not verified against a primary source.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub unverified: bool,
+}
+
+/// What a stack needs of facts the query did not give.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Needs {
+    /// Driver for native CUDA (the toolkit's own minimum, and the GPUs' branch).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub driver_native: Option<String>,
+    /// Lowest driver through minor-version compatibility.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub driver_minor_compat: Option<String>,
+    /// Driver branches on which the build's `cuda-compat` package runs.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub forward_compat_branches: Vec<String>,
+    /// Architectures with SASS in the wheel.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub sass: Vec<String>,
+    /// Architectures with PTX in the wheel.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ptx: Vec<String>,
+    /// Lowest glibc.
+    pub glibc: String,
+}
+
+/// One candidate: a torch build on a Python.
+#[derive(Debug, Clone, Serialize)]
+pub struct Stack {
+    /// The torch release (`2.4.1`).
+    pub torch: String,
+    /// The build (`cu121`, `cpu`).
+    pub variant: Variant,
+    /// The Python (`3.11`), or what was asked when no wheel fits.
+    pub python: String,
+    /// CUDA of the build.
+    pub cuda: Option<String>,
+    /// cuDNN it brings.
+    pub cudnn: Option<String>,
+    /// NCCL it brings.
+    pub nccl: Option<String>,
+    /// The verdict.
+    pub status: Status,
+    /// Why.
+    pub findings: Vec<Finding>,
+    /// What it needs of facts not given.
+    pub needs: Needs,
+    /// How to install it.
+    pub install: String,
+    /// Rank keys, not part of the output.
+    #[serde(skip)]
+    pub(crate) rank: Rank,
+}
+
+/// Sort keys: status, fewer failed rules (which orders incompatible stacks by how close
+/// they come), newer torch, the variant closest to what was asked, newer Python.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Rank {
+    pub status: u8,
+    pub failures: usize,
+    pub torch: std::cmp::Reverse<crate::model::Version>,
+    pub variant_distance: u32,
+    pub python: std::cmp::Reverse<(u8, u8)>,
+}
+
+/// A change that would make something fit, and what it gives.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Suggestion {
+    /// What to change: `driver`, `torch`, `cuda`, `python`, `os`.
+    pub kind: &'static str,
+    /// The change (`driver >= 570.26`).
+    pub change: String,
+    /// What it gives (`torch 2.7.0+cu128 runs natively on RTX 5090`).
+    pub gives: String,
+    /// The verdict the change reaches.
+    pub status: Status,
+}
+
+/// The answer to a query.
+#[derive(Debug, Clone)]
+pub struct Answer {
+    /// The best stack's verdict.
+    pub verdict: Status,
+    /// Every evaluated stack, best first.
+    pub stacks: Vec<Stack>,
+    /// Smallest changes that make something fit (when nothing fits natively).
+    pub suggestions: Vec<Suggestion>,
+    /// The graph the query used, when asked for.
+    pub graph: Option<graph::Graph>,
+}
+
+/// A query that cannot be answered as asked: pins that no build satisfies together.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct QueryError(pub String);
+
+/// Answers a query.
+pub fn resolve(cat: &dyn Catalog, q: &Query) -> Result<Answer, QueryError> {
+    let mut graph = q.want_graph.then(graph::Graph::default);
+    let stacks = rules::search(cat, q, graph.as_mut())?;
+    let verdict = stacks.first().map_or(Status::Incompatible, |s| s.status);
+    let suggestions = if verdict == Status::Compatible {
+        Vec::new()
+    } else {
+        suggest::suggest(cat, q, verdict)
+    };
+    Ok(Answer {
+        verdict,
+        stacks,
+        suggestions,
+        graph,
+    })
+}
+
+#[cfg(test)]
+mod tests;

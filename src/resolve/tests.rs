@@ -1,0 +1,489 @@
+//! Resolver tests on small synthetic databases: rules that the shipped data cannot reach
+//! (PTX JIT, PTX under minor-version compatibility, arch-specific SASS, nvcc mismatch), and
+//! a property test of the whole search against a brute-force oracle.
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::db::{BranchType, FormFactor, Segment, Source, TorchVariant};
+use crate::model::{Architecture, ComputeCapability, CudaVersion, Manylinux, PythonTag, Variant};
+
+fn src() -> Vec<Source> {
+    vec![Source {
+        url: "https://example.org/test".into(),
+        note: None,
+    }]
+}
+
+fn cuda(version: &str, native: &str, floor: Option<&str>, sass: &[&str]) -> CudaRelease {
+    CudaRelease {
+        id: version.into(),
+        version: version.parse().unwrap(),
+        label: version.into(),
+        released: None,
+        min_driver_linux: native.parse().unwrap(),
+        min_driver_windows: None,
+        family_min_driver: floor.map(|f| f.parse().unwrap()),
+        family_min_driver_windows: None,
+        sass: sass.iter().map(|s| s.parse().unwrap()).collect(),
+        deprecated: vec![],
+        unverified: vec![],
+        notes: None,
+        sources: src(),
+    }
+}
+
+fn branch(b: u32, archs: &[Architecture], fc: &[&str]) -> DriverBranch {
+    DriverBranch {
+        id: format!("r{b}"),
+        branch: b,
+        branch_type: BranchType::Ltsb,
+        first_version: Some(format!("{b}.10").parse().unwrap()),
+        latest_version: None,
+        released: None,
+        end_of_life: None,
+        architectures: archs.to_vec(),
+        forward_compat: fc.iter().map(|c| c.parse().unwrap()).collect(),
+        unverified: vec![],
+        notes: None,
+        sources: src(),
+    }
+}
+
+fn gpu(name: &str, cc: &str, segment: Segment) -> Gpu {
+    let cc: ComputeCapability = cc.parse().unwrap();
+    Gpu {
+        id: name.to_lowercase(),
+        name: name.into(),
+        aliases: vec![],
+        architecture: cc.architecture().unwrap(),
+        compute_capability: cc,
+        memory_gib: 80.0,
+        memory_type: None,
+        bandwidth_gbs: None,
+        form_factor: FormFactor::Pcie,
+        interconnect: None,
+        segment,
+        forward_compat: segment == Segment::Datacenter,
+        tdp_w: None,
+        host_arch: None,
+        unverified: vec![],
+        notes: None,
+        sources: src(),
+    }
+}
+
+fn variant(tag: &str, sass: &[&str], ptx: &[&str]) -> TorchVariant {
+    let tag: Variant = tag.parse().unwrap();
+    TorchVariant {
+        tag,
+        cuda: tag.cuda(),
+        cudart: None,
+        cudnn: None,
+        nccl: None,
+        sass: sass.iter().map(|s| s.parse().unwrap()).collect(),
+        ptx: ptx.iter().map(|s| s.parse().unwrap()).collect(),
+        python: None,
+        index_url: format!("https://download.pytorch.org/whl/{tag}"),
+        unverified: vec![],
+        notes: None,
+        sources: vec![],
+    }
+}
+
+fn torch(version: &str, python: &[&str], variants: Vec<TorchVariant>) -> TorchRelease {
+    TorchRelease {
+        id: version.into(),
+        version: version.parse().unwrap(),
+        released: None,
+        requires_python: ">=3.8".parse().unwrap(),
+        python: python.iter().map(|p| p.parse().unwrap()).collect(),
+        manylinux: "manylinux_2_28_x86_64".parse::<Manylinux>().unwrap(),
+        pypi_default: variants[0].tag,
+        torchvision: None,
+        torchaudio: None,
+        triton: None,
+        variants,
+        unverified: vec![],
+        notes: None,
+        sources: src(),
+    }
+}
+
+/// CUDA lines 11.8, 12.4, 12.8, 13.0 and branches R450..R580.
+fn base_db() -> Db {
+    use Architecture::*;
+    let all = [Maxwell, Pascal, Volta, Turing, Ampere, Ada, Hopper];
+    let mut with_bw = all.to_vec();
+    with_bw.push(Blackwell);
+    let nvcc12 = ["5.0", "6.0", "7.0", "7.5", "8.0", "8.6", "8.9", "9.0", "9.0a"];
+    let nvcc128 = [
+        "5.0", "6.0", "7.0", "7.5", "8.0", "8.6", "8.9", "9.0", "9.0a", "10.0", "12.0",
+    ];
+    Db {
+        cuda: vec![
+            cuda(
+                "11.8.0",
+                "520.61.05",
+                Some("450.80.02"),
+                &["3.7", "5.0", "6.0", "7.0", "7.5", "8.0", "8.6", "8.9", "9.0"],
+            ),
+            cuda("12.4.0", "550.54.14", Some("525.60.13"), &nvcc12),
+            cuda("12.4.1", "550.54.15", Some("525.60.13"), &nvcc12),
+            cuda("12.8.0", "570.26", Some("525.60.13"), &nvcc128),
+            cuda(
+                "13.0.0",
+                "580.65.06",
+                Some("580.65.06"),
+                &["7.5", "8.0", "8.6", "8.9", "9.0", "10.0", "12.0"],
+            ),
+        ],
+        drivers: vec![
+            branch(450, &all, &[]),
+            branch(525, &all, &[]),
+            branch(535, &all, &["12.4", "12.8", "13.0"]),
+            branch(550, &all, &[]),
+            branch(570, &with_bw, &["13.0"]),
+            branch(580, &with_bw, &[]),
+        ],
+        python: ["3.9", "3.10", "3.11", "3.12", "3.13"]
+            .iter()
+            .map(|v| PythonRelease {
+                id: (*v).into(),
+                version: v.parse().unwrap(),
+                released: "2020".parse().unwrap(),
+                end_of_life: "2030".parse().unwrap(),
+                free_threaded: false,
+                unverified: vec![],
+                notes: None,
+                sources: src(),
+            })
+            .collect(),
+        ..Db::default()
+    }
+}
+
+fn ask(g: Gpu) -> GpuAsk {
+    GpuAsk { gpu: g, count: 1 }
+}
+
+fn codes_of(a: &Answer) -> Vec<&'static str> {
+    a.stacks[0].findings.iter().map(|f| f.code).collect()
+}
+
+#[test]
+fn ptx_jit_on_a_newer_major() {
+    let mut db = base_db();
+    db.torch = vec![torch(
+        "2.7.0",
+        &["cp311"],
+        vec![variant("cu128", &["8.0", "9.0"], &["9.0"])],
+    )];
+    let q = Query {
+        gpus: vec![ask(gpu("B200", "10.0", Segment::Datacenter))],
+        driver: Some("570.26".parse().unwrap()),
+        ..Query::default()
+    };
+    let a = resolve(&db, &q).unwrap();
+    assert_eq!(a.verdict, Status::Conditional);
+    assert!(codes_of(&a).contains(&"gpu-ptx-jit"));
+}
+
+#[test]
+fn ptx_jit_is_not_available_under_minor_version_compatibility() {
+    let mut db = base_db();
+    db.torch = vec![torch(
+        "2.7.0",
+        &["cp311"],
+        vec![variant("cu128", &["8.0", "9.0"], &["9.0"])],
+    )];
+    let q = Query {
+        gpus: vec![ask(gpu("RTX 4090", "8.9", Segment::Consumer))],
+        // 8.9 has SASS through 8.0: no PTX needed, so minor-version compatibility applies.
+        driver: Some("550.54.14".parse().unwrap()),
+        ..Query::default()
+    };
+    let a = resolve(&db, &q).unwrap();
+    assert!(
+        codes_of(&a).contains(&"driver-minor-version-compat"),
+        "{:?}",
+        codes_of(&a)
+    );
+    // A Blackwell GPU needs the PTX, which a 12.4 driver cannot JIT for a 12.8 build; and
+    // R550 does not drive Blackwell anyway, so give it a branch that does (R570 record, old patch).
+    let mut db2 = db.clone();
+    db2.drivers
+        .push(branch(560, &[Architecture::Blackwell, Architecture::Hopper], &[]));
+    let q = Query {
+        gpus: vec![ask(gpu("RTX 5090", "12.0", Segment::Consumer))],
+        driver: Some("560.28.03".parse().unwrap()),
+        ..Query::default()
+    };
+    let a = resolve(&db2, &q).unwrap();
+    assert_eq!(a.verdict, Status::Incompatible);
+    assert!(
+        codes_of(&a).contains(&"ptx-jit-needs-newer-driver"),
+        "{:?}",
+        codes_of(&a)
+    );
+}
+
+#[test]
+fn arch_specific_sass_runs_only_on_its_arch() {
+    let mut db = base_db();
+    db.torch = vec![torch("2.7.0", &["cp311"], vec![variant("cu128", &["9.0a"], &[])])];
+    let hopper = Query {
+        gpus: vec![ask(gpu("H100", "9.0", Segment::Datacenter))],
+        ..Query::default()
+    };
+    assert_eq!(resolve(&db, &hopper).unwrap().verdict, Status::Compatible);
+    let blackwell = Query {
+        gpus: vec![ask(gpu("B200", "10.0", Segment::Datacenter))],
+        ..Query::default()
+    };
+    assert_eq!(resolve(&db, &blackwell).unwrap().verdict, Status::Incompatible);
+}
+
+#[test]
+fn nvcc_on_the_host_must_match_the_major() {
+    let mut db = base_db();
+    db.torch = vec![torch("2.7.0", &["cp311"], vec![variant("cu128", &["9.0"], &[])])];
+    let q = Query {
+        nvcc: Some("11.8".parse().unwrap()),
+        ..Query::default()
+    };
+    let a = resolve(&db, &q).unwrap();
+    assert!(codes_of(&a).contains(&"nvcc-major-mismatch"));
+    let q = Query {
+        nvcc: Some("12.4".parse().unwrap()),
+        ..Query::default()
+    };
+    let a = resolve(&db, &q).unwrap();
+    assert_eq!(a.verdict, Status::Compatible);
+    assert!(codes_of(&a).contains(&"nvcc-minor-mismatch"));
+}
+
+#[test]
+fn an_unknown_branch_assumes_the_nearest_older() {
+    let mut db = base_db();
+    db.torch = vec![torch("2.7.0", &["cp311"], vec![variant("cu128", &["9.0"], &[])])];
+    let q = Query {
+        gpus: vec![ask(gpu("H100", "9.0", Segment::Datacenter))],
+        driver: Some("575.51.03".parse().unwrap()),
+        ..Query::default()
+    };
+    let a = resolve(&db, &q).unwrap();
+    assert!(codes_of(&a).contains(&"driver-branch-unknown"));
+    assert_eq!(a.verdict, Status::Compatible);
+}
+
+// --- The oracle -------------------------------------------------------------------------
+
+/// The verdict of one (build, Python) by the rules as written in domain.md, computed the
+/// long way: every threshold read straight from the records, no shared helpers.
+fn oracle(db: &Db, q: &Query, v: &TorchVariant) -> Status {
+    let mut worst = Status::Compatible;
+    let mut bump = |s: Status| worst = worst.max(s);
+    let Some(c) = v.tag.cuda() else {
+        return Status::Compatible;
+    };
+    let mm = (c.major(), c.minor());
+    let rows: Vec<&CudaRelease> = db
+        .cuda
+        .iter()
+        .filter(|r| (r.version.major(), r.version.minor()) == mm)
+        .collect();
+    let native = rows.iter().map(|r| r.min_driver_linux.clone()).min().unwrap();
+    let floor = if mm >= (11, 1) {
+        rows[0].family_min_driver.clone()
+    } else {
+        None
+    };
+    let mut ptx_needed = false;
+    for a in &q.gpus {
+        let cc = a.gpu.compute_capability;
+        let sass = v.sass.iter().any(|s| match s.suffix {
+            crate::model::ArchSuffix::Arch => (s.major, s.minor) == (cc.major, cc.minor),
+            _ => s.major == cc.major && s.minor <= cc.minor,
+        });
+        let ptx = v.ptx.iter().any(|p| (p.major, p.minor) <= (cc.major, cc.minor));
+        if sass {
+        } else if ptx {
+            ptx_needed = true;
+            bump(Status::Conditional);
+        } else if v.sass.is_empty() && v.ptx.is_empty() {
+            bump(Status::Conditional);
+        } else {
+            bump(Status::Incompatible);
+        }
+        if let Some(d) = &q.driver {
+            let b = db
+                .drivers
+                .iter()
+                .filter(|b| b.branch <= d.major())
+                .max_by_key(|b| b.branch);
+            if let Some(b) = b {
+                if !b.architectures.contains(&a.gpu.architecture) {
+                    bump(Status::Incompatible);
+                }
+            }
+        }
+    }
+    if let Some(d) = &q.driver {
+        if *d >= native {
+        } else if floor.as_ref().is_some_and(|f| d >= f) && !ptx_needed {
+            bump(Status::Conditional);
+        } else {
+            let host = db.drivers.iter().find(|b| b.branch == d.major());
+            let fc = host.is_some_and(|b| b.forward_compat.iter().any(|x| (x.major(), x.minor()) == mm));
+            if fc && q.gpus.iter().all(|g| g.gpu.forward_compat) {
+                bump(Status::Conditional);
+            } else {
+                bump(Status::Incompatible);
+            }
+        }
+    }
+    worst
+}
+
+fn arb_db() -> impl Strategy<Value = Db> {
+    let archs = prop::sample::subsequence(
+        vec![
+            "5.0", "6.0", "7.0", "7.5", "8.0", "8.6", "9.0", "9.0a", "10.0", "12.0",
+        ],
+        0..5,
+    );
+    let ptx = prop::sample::subsequence(vec!["7.0", "8.0", "9.0", "12.0"], 0..2);
+    let tags = prop::sample::subsequence(vec!["cu118", "cu124", "cu128", "cu130"], 1..4);
+    let pys = prop::sample::subsequence(vec!["cp39", "cp310", "cp311", "cp312", "cp313"], 1..4);
+    let release = (tags, prop::collection::vec((archs, ptx), 4), pys);
+    prop::collection::vec(release, 1..4).prop_map(|rels| {
+        let mut db = base_db();
+        for (i, (tags, arch_lists, pys)) in rels.into_iter().enumerate() {
+            let variants = tags
+                .iter()
+                .zip(arch_lists)
+                .map(|(t, (s, p))| {
+                    // nvcc of each line only targets what it supports: keep the lists honest.
+                    let ok = |a: &&str| {
+                        let cc: ComputeCapability = a.parse().unwrap();
+                        match *t {
+                            "cu118" => cc.major < 10 && cc.suffix == crate::model::ArchSuffix::None,
+                            "cu124" => cc.major < 10,
+                            "cu128" => true,
+                            _ => cc >= "7.5".parse().unwrap(),
+                        }
+                    };
+                    let s: Vec<&str> = s.into_iter().filter(ok).collect();
+                    let p: Vec<&str> = p.into_iter().filter(ok).collect();
+                    variant(t, &s, &p)
+                })
+                .collect();
+            db.torch.push(torch(&format!("2.{i}.0"), &pys, variants));
+        }
+        db
+    })
+}
+
+fn arb_query() -> impl Strategy<Value = Query> {
+    let gpus = prop::sample::subsequence(
+        vec![
+            ("V100", "7.0", Segment::Datacenter),
+            ("A100", "8.0", Segment::Datacenter),
+            ("RTX 3090", "8.6", Segment::Consumer),
+            ("H100", "9.0", Segment::Datacenter),
+            ("B200", "10.0", Segment::Datacenter),
+            ("RTX 5090", "12.0", Segment::Consumer),
+        ],
+        0..3,
+    );
+    let driver = prop::option::of(prop::sample::select(vec![
+        "450.80.02",
+        "470.82.01",
+        "520.61.05",
+        "525.60.12",
+        "525.60.13",
+        "535.104.05",
+        "550.54.13",
+        "550.54.14",
+        "570.26",
+        "580.65.06",
+        "590.44.01",
+    ]));
+    let python = prop::option::of(prop::sample::select(vec!["==3.9", "==3.11", ">=3.12", "<3.11"]));
+    (gpus, driver, python).prop_map(|(gpus, driver, python)| Query {
+        gpus: gpus
+            .into_iter()
+            .map(|(n, cc, seg)| ask(gpu(n, cc, seg)))
+            .collect(),
+        driver: driver.map(|d| d.parse().unwrap()),
+        python: python
+            .map(|p| (p.parse().unwrap(), "test".to_string()))
+            .into_iter()
+            .collect(),
+        ..Query::default()
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn search_agrees_with_the_oracle(db in arb_db(), q in arb_query()) {
+        let answer = resolve(&db, &q).unwrap();
+        // Every (build, Python) the oracle enumerates, with its verdict.
+        let mut expected = Vec::new();
+        for rel in &db.torch {
+            for v in &rel.variants {
+                let status = oracle(&db, &q, v);
+                let tags: Vec<PythonTag> = rel.python.clone();
+                let fits: Vec<String> = tags
+                    .iter()
+                    .map(|t| t.version())
+                    .filter(|py| q.python.iter().all(|(s, _)| s.contains(&py.parse().unwrap())))
+                    .collect();
+                if fits.is_empty() {
+                    expected.push((rel.version.to_string(), v.tag, "-".to_string(), Status::Incompatible));
+                }
+                for py in fits {
+                    expected.push((rel.version.to_string(), v.tag, py, status));
+                }
+            }
+        }
+        let mut got: Vec<(String, Variant, String, Status)> = answer
+            .stacks
+            .iter()
+            .map(|s| {
+                let py = if s.findings.iter().any(|f| f.code == "python-no-wheel") { "-".to_string() } else { s.python.clone() };
+                (s.torch.clone(), s.variant, py, s.status)
+            })
+            .collect();
+        got.sort_by(|a, b| (&a.0, a.1, &a.2).cmp(&(&b.0, b.1, &b.2)));
+        expected.sort_by(|a, b| (&a.0, a.1, &a.2).cmp(&(&b.0, b.1, &b.2)));
+        prop_assert_eq!(&got, &expected);
+        let best = expected.iter().map(|e| e.3).min().unwrap();
+        prop_assert_eq!(answer.verdict, best);
+        // Ranked: no stack before a better one.
+        for w in answer.stacks.windows(2) {
+            prop_assert!(w[0].status <= w[1].status);
+        }
+        // Every finding code is registered.
+        for s in &answer.stacks {
+            for f in &s.findings {
+                prop_assert!(codes::is_known(f.code), "{}", f.code);
+            }
+        }
+    }
+}
+
+#[test]
+fn cuda_version_helper() {
+    let v: CudaVersion = "12.4".parse().unwrap();
+    let db = base_db();
+    let line = rules::cuda_line(&db, &v).unwrap();
+    assert_eq!(line.native.to_string(), "550.54.14");
+    assert_eq!(
+        rules::driver_cuda(&db, &"535.104.05".parse().unwrap()),
+        None.or(Some("11.8".parse().unwrap()))
+    );
+}
