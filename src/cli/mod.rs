@@ -56,6 +56,9 @@ pub enum CliError {
     /// The pins contradict each other or name nothing that exists.
     #[error(transparent)]
     Query(#[from] QueryError),
+    /// A project file does not parse.
+    #[error(transparent)]
+    Input(#[from] resolve::input::InputError),
     /// Writing the report failed.
     #[error("cannot write output: {0}")]
     Io(#[from] io::Error),
@@ -71,6 +74,7 @@ impl CliError {
             CliError::Lookup(_) => Exit::BadInput,
             CliError::Usage(_) => Exit::BadInput,
             CliError::Query(_) => Exit::BadInput,
+            CliError::Input(_) => Exit::BadInput,
             CliError::Upstream(UpstreamError::OutDir { .. }) => Exit::BadInput,
             CliError::Upstream(_) => Exit::Environment,
             CliError::Io(_) => Exit::Environment,
@@ -114,6 +118,8 @@ enum Command {
 struct QueryArgs {
     #[command(flatten)]
     stack: StackArgs,
+    #[command(flatten)]
+    project: ProjectArgs,
     /// Print a JSON document.
     #[arg(long)]
     json: bool,
@@ -132,6 +138,8 @@ struct QueryArgs {
 struct GraphArgs {
     #[command(flatten)]
     stack: StackArgs,
+    #[command(flatten)]
+    project: ProjectArgs,
     /// Print Graphviz DOT (the only format).
     #[arg(long)]
     dot: bool,
@@ -297,7 +305,8 @@ fn dispatch(cli: &Cli, out: &mut dyn Write) -> Result<Exit, CliError> {
         }
         Command::Query(args) => {
             let db = open_db(&cli.db)?;
-            let q = args.stack.to_query(&db)?;
+            let mut q = args.stack.to_query(&db)?;
+            args.project.apply(&mut q)?;
             let answer = resolve::resolve(&*db, &q)?;
             let opts = report::QueryOpts {
                 json: args.json,
@@ -314,6 +323,7 @@ fn dispatch(cli: &Cli, out: &mut dyn Write) -> Result<Exit, CliError> {
         Command::Graph(args) => {
             let db = open_db(&cli.db)?;
             let mut q = args.stack.to_query(&db)?;
+            args.project.apply(&mut q)?;
             q.want_graph = true;
             let answer = resolve::resolve(&*db, &q)?;
             let graph = answer.graph.expect("a graph was asked for");

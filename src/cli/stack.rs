@@ -10,6 +10,7 @@ use crate::db::Db;
 use crate::model::{
     DriverVersion, GlibcVersion, PartialDate, Variant, glibc_of_os, known_os, local_variant, parse_specifiers,
 };
+use crate::resolve::input::{self, ProjectNeeds};
 use crate::resolve::{CudaAsk, GpuAsk, Pin, Query};
 
 /// What the project needs and what the machine has.
@@ -161,10 +162,82 @@ fn today() -> Option<PartialDate> {
 /// Where project files are read from.
 #[derive(Debug, Args, Clone, Default)]
 pub struct ProjectArgs {
-    /// A pip requirements file (torch, torchvision, torchaudio pins; PyTorch index URLs).
+    /// A pip requirements file (torch, torchvision, torchaudio pins; PyTorch index URLs;
+    /// `-r` includes are followed).
     #[arg(long, value_name = "FILE")]
     pub requirements: Option<PathBuf>,
-    /// A pyproject.toml (requires-python, dependencies, PyTorch indexes).
+    /// A pyproject.toml (requires-python, dependencies, optional dependencies, dependency
+    /// groups, uv's PyTorch indexes).
     #[arg(long, value_name = "FILE")]
     pub pyproject: Option<PathBuf>,
+}
+
+/// How deep `-r` includes may nest before a cycle or a runaway is assumed.
+const MAX_INCLUDE_DEPTH: usize = 16;
+
+fn read_text(path: &std::path::Path) -> Result<String, CliError> {
+    fs_err::read_to_string(path).map_err(|e| {
+        let why = match e.kind() {
+            std::io::ErrorKind::NotFound => "no such file".to_string(),
+            std::io::ErrorKind::PermissionDenied => "permission denied".to_string(),
+            std::io::ErrorKind::InvalidData => "not UTF-8 text".to_string(),
+            _ => e.to_string(),
+        };
+        CliError::Usage(format!("cannot read `{}`: {why}", path.display()))
+    })
+}
+
+fn read_requirements(
+    path: &std::path::Path,
+    depth: usize,
+    seen: &mut Vec<PathBuf>,
+) -> Result<ProjectNeeds, CliError> {
+    let canonical = fs_err::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    if seen.contains(&canonical) {
+        return Ok(ProjectNeeds::default()); // pip reads a file once, however often it is included
+    }
+    if depth > MAX_INCLUDE_DEPTH {
+        return Err(CliError::Usage(format!(
+            "`{}`: requirements includes nest deeper than {MAX_INCLUDE_DEPTH}",
+            path.display()
+        )));
+    }
+    seen.push(canonical);
+    let text = read_text(path)?;
+    let mut needs = input::parse_requirements(&path.display().to_string(), &text)?;
+    let includes = std::mem::take(&mut needs.includes);
+    for (rel, _origin) in includes {
+        let base = path.parent().unwrap_or(std::path::Path::new("."));
+        let child = read_requirements(&base.join(rel), depth + 1, seen)?;
+        needs.merge(child);
+    }
+    Ok(needs)
+}
+
+impl ProjectArgs {
+    /// Reads the project files named, merged.
+    pub fn read(&self) -> Result<ProjectNeeds, CliError> {
+        let mut needs = ProjectNeeds::default();
+        if let Some(p) = &self.pyproject {
+            let text = read_text(p)?;
+            needs.merge(input::parse_pyproject(&p.display().to_string(), &text)?);
+        }
+        if let Some(r) = &self.requirements {
+            needs.merge(read_requirements(r, 0, &mut Vec::new())?);
+        }
+        Ok(needs)
+    }
+
+    /// Adds what the project files say to a query.
+    pub fn apply(&self, q: &mut Query) -> Result<(), CliError> {
+        let needs = self.read()?;
+        q.torch.extend(needs.torch);
+        q.torchvision.extend(needs.torchvision);
+        q.torchaudio.extend(needs.torchaudio);
+        if let Some(rp) = needs.requires_python {
+            q.python.push(rp);
+        }
+        q.variants.extend(needs.index_variants);
+        Ok(())
+    }
 }

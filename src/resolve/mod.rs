@@ -13,18 +13,21 @@
 
 pub mod codes;
 pub mod graph;
+mod index;
 pub mod input;
-mod rules;
+pub mod rules;
 mod suggest;
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
 use serde::Serialize;
 
 use crate::db::{CudaRelease, Db, DriverBranch, Gpu, PythonRelease, TorchRelease};
 use crate::model::{CudaVersion, DriverVersion, GlibcVersion, PartialDate, Variant, VersionSpecifiers};
 
+pub use index::Index;
 pub use input::{Origin, Pin};
 
 /// The records the resolver reads. [`Db`] is the one implementation; the trait keeps the
@@ -160,6 +163,47 @@ pub struct Finding {
     pub unverified: bool,
 }
 
+/// The findings of a stack: those of its build, shared by the build's Pythons, and its own.
+#[derive(Debug, Clone)]
+pub struct Findings {
+    shared: Arc<[Finding]>,
+    own: Vec<Finding>,
+}
+
+impl Findings {
+    pub(crate) fn new(shared: Arc<[Finding]>, own: Vec<Finding>) -> Findings {
+        Findings { shared, own }
+    }
+
+    /// Every finding, the weightiest first.
+    pub fn iter(&self) -> impl Iterator<Item = &Finding> {
+        let mut all: Vec<&Finding> = self.shared.iter().chain(self.own.iter()).collect();
+        all.sort_by_key(|f| std::cmp::Reverse(f.severity));
+        all.into_iter()
+    }
+
+    /// The verdict they make: the weightiest finding decides.
+    pub fn status(&self) -> Status {
+        match self
+            .shared
+            .iter()
+            .chain(self.own.iter())
+            .map(|f| f.severity)
+            .max()
+        {
+            Some(Severity::Incompatible) => Status::Incompatible,
+            Some(Severity::Conditional) => Status::Conditional,
+            _ => Status::Compatible,
+        }
+    }
+}
+
+impl Serialize for Findings {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.iter())
+    }
+}
+
 /// What a stack needs of facts the query did not give.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Needs {
@@ -186,23 +230,23 @@ pub struct Needs {
 #[derive(Debug, Clone, Serialize)]
 pub struct Stack {
     /// The torch release (`2.4.1`).
-    pub torch: String,
+    pub torch: Arc<str>,
     /// The build (`cu121`, `cpu`).
     pub variant: Variant,
     /// The Python (`3.11`), or what was asked when no wheel fits.
     pub python: String,
     /// CUDA of the build.
-    pub cuda: Option<String>,
+    pub cuda: Option<Arc<str>>,
     /// cuDNN it brings.
-    pub cudnn: Option<String>,
+    pub cudnn: Option<Arc<str>>,
     /// NCCL it brings.
-    pub nccl: Option<String>,
+    pub nccl: Option<Arc<str>>,
     /// The verdict.
     pub status: Status,
     /// Why.
-    pub findings: Vec<Finding>,
+    pub findings: Findings,
     /// What it needs of facts not given.
-    pub needs: Needs,
+    pub needs: Arc<Needs>,
     /// How to install it.
     pub install: String,
     /// Rank keys, not part of the output.
@@ -252,15 +296,26 @@ pub struct Answer {
 #[error("{0}")]
 pub struct QueryError(pub String);
 
+/// Verdicts for every build a query allows, without findings: the fast path for
+/// matrices of many queries. Agrees with [`resolve`]'s statuses (a test holds it to that).
+pub fn verdicts(ix: &Index<'_>, q: &Query) -> Vec<rules::Verdict> {
+    rules::verdicts(ix, q)
+}
+
 /// Answers a query.
 pub fn resolve(cat: &dyn Catalog, q: &Query) -> Result<Answer, QueryError> {
+    resolve_with(&Index::new(cat), q)
+}
+
+/// Answers a query over an index built once (for many queries on one database).
+pub fn resolve_with(ix: &Index<'_>, q: &Query) -> Result<Answer, QueryError> {
     let mut graph = q.want_graph.then(graph::Graph::default);
-    let stacks = rules::search(cat, q, graph.as_mut())?;
+    let stacks = rules::search(ix, q, graph.as_mut())?;
     let verdict = stacks.first().map_or(Status::Incompatible, |s| s.status);
     let suggestions = if verdict == Status::Compatible {
         Vec::new()
     } else {
-        suggest::suggest(cat, q, verdict)
+        suggest::suggest(ix, q, verdict)
     };
     Ok(Answer {
         verdict,

@@ -6,9 +6,12 @@
 use std::collections::BTreeMap;
 
 use super::graph::{Edge, Graph, Node};
+use super::index::{CudaLine, Index};
 use super::input::marker_applies;
-use super::{Catalog, CudaAsk, Finding, Needs, Query, QueryError, Rank, Severity, Stack, Status};
-use crate::db::{BranchType, CudaRelease, DriverBranch, Gpu, Segment, TorchRelease, TorchVariant};
+use std::sync::Arc;
+
+use super::{CudaAsk, Finding, Findings, Needs, Query, QueryError, Rank, Severity, Stack, Status};
+use crate::db::{BranchType, Gpu, Segment, TorchRelease, TorchVariant};
 use crate::model::{ArchSuffix, ComputeCapability, CudaVersion, DriverVersion, PythonTag, Variant, Version};
 
 /// A finding under construction.
@@ -47,80 +50,6 @@ impl FindingExt for Finding {
 
 fn first_source(sources: &[crate::db::Source]) -> Option<&str> {
     sources.first().map(|s| s.url.as_str())
-}
-
-/// The CUDA thresholds of one minor release line, from the toolkit records.
-pub(crate) struct CudaLine<'a> {
-    pub version: CudaVersion,
-    /// Native minimum: the lowest of the line's rows (its GA); updates do not raise the bar
-    /// for applications built against the line.
-    pub native: DriverVersion,
-    /// The family's minor-version compatibility floor, where the line has one.
-    pub floor: Option<DriverVersion>,
-    /// The newest toolkit of the line (for nvcc).
-    pub newest: &'a CudaRelease,
-    pub unverified_native: bool,
-}
-
-pub(crate) fn cuda_line<'a>(cat: &'a dyn Catalog, v: &CudaVersion) -> Option<CudaLine<'a>> {
-    let rows: Vec<&CudaRelease> = cat
-        .cuda()
-        .iter()
-        .filter(|c| c.version.major_minor() == v.major_minor())
-        .collect();
-    let ga = rows
-        .iter()
-        .min_by(|a, b| a.min_driver_linux.cmp(&b.min_driver_linux))?;
-    let newest = rows.iter().max_by(|a, b| a.version.cmp(&b.version))?;
-    let (major, minor) = v.major_minor();
-    // Minor-version compatibility exists from CUDA 11.1 on.
-    let mvc = major > 11 || (major == 11 && minor >= 1);
-    Some(CudaLine {
-        version: CudaVersion::from_major_minor(major, minor),
-        native: ga.min_driver_linux.clone(),
-        floor: if mvc { ga.family_min_driver.clone() } else { None },
-        newest,
-        unverified_native: ga.unverified.iter().any(|u| u == "min_driver_linux"),
-    })
-}
-
-/// The CUDA version a driver reports (`cuDriverGetVersion`): the newest line whose native
-/// minimum it meets.
-pub(crate) fn driver_cuda(cat: &dyn Catalog, d: &DriverVersion) -> Option<CudaVersion> {
-    let mut best: Option<CudaVersion> = None;
-    for c in cat.cuda() {
-        let line = CudaVersion::from_major_minor(c.version.major(), c.version.minor());
-        if &c.min_driver_linux <= d && best.as_ref().is_none_or(|b| line > *b) {
-            // Only GA rows count: an update's higher minimum does not lower the line.
-            if let Some(l) = cuda_line(cat, &line) {
-                if &l.native <= d {
-                    best = Some(line);
-                }
-            }
-        }
-    }
-    best
-}
-
-/// The branch record of a driver, or the nearest older one (flagged as assumed).
-pub(crate) fn branch_of<'a>(cat: &'a dyn Catalog, d: &DriverVersion) -> Option<(&'a DriverBranch, bool)> {
-    let b = d.branch();
-    if let Some(exact) = cat.drivers().iter().find(|r| r.branch == b) {
-        return Some((exact, true));
-    }
-    cat.drivers()
-        .iter()
-        .filter(|r| r.branch < b)
-        .max_by_key(|r| r.branch)
-        .map(|r| (r, false))
-}
-
-/// The first driver branch that drives a GPU's architecture, with its first release.
-fn first_branch_for<'a>(cat: &'a dyn Catalog, gpu: &Gpu) -> Option<&'a DriverBranch> {
-    cat.drivers()
-        .iter()
-        .filter(|r| r.architectures.contains(&gpu.architecture))
-        .min_by_key(|r| r.branch)
 }
 
 /// How a build reaches a GPU's architecture.
@@ -180,10 +109,11 @@ fn build_name(rel: &TorchRelease, v: &TorchVariant) -> String {
 
 /// Evaluates the Python-independent rules for one build.
 fn eval_build(
-    cat: &dyn Catalog,
+    ix: &Index<'_>,
     q: &Query,
     rel: &TorchRelease,
     v: &TorchVariant,
+    dcuda: Option<&str>,
     mut graph: Option<&mut Graph>,
 ) -> BuildEval {
     let name = build_name(rel, v);
@@ -236,7 +166,7 @@ fn eval_build(
         .clone()
         .or_else(|| v.tag.cuda())
         .expect("a CUDA variant has a CUDA version");
-    let line = cuda_line(cat, &cuda);
+    let line = ix.line(&cuda);
     if let Some(g) = graph.as_deref_mut() {
         g.edge(
             Node::Build(name.clone()),
@@ -272,16 +202,7 @@ fn eval_build(
     let cuda_source = first_source(&line.newest.sources);
     needs.driver_native = Some(line.native.to_string());
     needs.driver_minor_compat = line.floor.as_ref().map(|d| d.to_string());
-    needs.forward_compat_branches = cat
-        .drivers()
-        .iter()
-        .filter(|d| {
-            d.forward_compat
-                .iter()
-                .any(|c| c.major_minor() == cuda.major_minor())
-        })
-        .map(|d| format!("R{}", d.branch))
-        .collect();
+    needs.forward_compat_branches = line.fc_branches.clone();
 
     // GPUs: kernels in the wheel, and whether the driver drives the architecture.
     let mut needs_ptx_jit = false;
@@ -396,7 +317,7 @@ fn eval_build(
         }
         match &q.driver {
             Some(d) => {
-                if let Some((branch, exact)) = branch_of(cat, d) {
+                if let Some((branch, exact)) = ix.branch_of(d) {
                     if !exact {
                         f.push(finding(
                             "driver-branch-unknown",
@@ -425,7 +346,7 @@ fn eval_build(
                         );
                     }
                     if !drives {
-                        let first = first_branch_for(cat, gpu);
+                        let first = ix.first_branch(gpu.architecture);
                         let need = match first {
                             Some(b) if b.branch > d.branch() => {
                                 format!("{} GPUs need R{} or newer", gpu.architecture.title(), b.branch)
@@ -455,7 +376,7 @@ fn eval_build(
                 }
             }
             None => {
-                if let Some(b) = first_branch_for(cat, gpu) {
+                if let Some(b) = ix.first_branch(gpu.architecture) {
                     let min = b
                         .first_version
                         .as_ref()
@@ -490,29 +411,89 @@ fn eval_build(
                     .source(cuda_source),
             );
         }
-        Some(d) => f.extend(driver_rules(cat, q, &name, d, &line, needs_ptx_jit, graph)),
+        Some(d) => f.extend(driver_rules(
+            ix,
+            q,
+            &name,
+            d,
+            dcuda.unwrap_or("unknown"),
+            line,
+            needs_ptx_jit,
+            graph,
+        )),
     }
 
     // Extensions: nvcc's major must equal torch's CUDA major, and nvcc must target the GPU.
     if q.extensions || q.nvcc.is_some() {
-        f.extend(nvcc_rules(cat, q, &name, &cuda));
+        f.extend(nvcc_rules(ix, q, &name, &cuda));
     }
     BuildEval { findings: f, needs }
 }
 
+/// How a driver runs a CUDA release line: the decision of domain.md's four outcomes.
+pub(crate) enum DriverOutcome<'a> {
+    /// At or above the toolkit's own minimum.
+    Native,
+    /// Within the family floor: minor-version compatibility.
+    MinorCompat,
+    /// Older than the major: the branch hosts this line's `cuda-compat`, on eligible GPUs.
+    ForwardCompat(&'a crate::db::DriverBranch),
+    /// Forward compatibility would apply, but a GPU is not eligible (error 804).
+    FcGpuNotEligible(&'a crate::db::DriverBranch),
+    /// Minor-version compatibility applies, but the GPU needs PTX JIT, which it cannot do.
+    PtxJitNeedsNewer,
+    /// No rule lets it run.
+    TooOld,
+}
+
+/// Decides a driver against a CUDA line. `branch` is the driver's branch record (exact or
+/// assumed), `eligible` whether every GPU may use forward compatibility.
+pub(crate) fn driver_outcome<'a>(
+    d: &DriverVersion,
+    line: &CudaLine<'_>,
+    needs_ptx_jit: bool,
+    branch: Option<(&'a crate::db::DriverBranch, bool)>,
+    eligible: bool,
+) -> DriverOutcome<'a> {
+    if d >= &line.native {
+        return DriverOutcome::Native;
+    }
+    let mvc = line.floor.as_ref().is_some_and(|floor| d >= floor);
+    if mvc && !needs_ptx_jit {
+        return DriverOutcome::MinorCompat;
+    }
+    // Forward compatibility lifts minor-version compatibility's limits (PTX JIT too), but
+    // only on a branch NVIDIA's table lists for this line: an assumed branch is not one.
+    let mm = line.version.major_minor();
+    if let Some((b, true)) = branch {
+        if b.forward_compat.iter().any(|c| c.major_minor() == mm) {
+            return if eligible {
+                DriverOutcome::ForwardCompat(b)
+            } else {
+                DriverOutcome::FcGpuNotEligible(b)
+            };
+        }
+    }
+    if mvc {
+        DriverOutcome::PtxJitNeedsNewer
+    } else {
+        DriverOutcome::TooOld
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
 fn driver_rules(
-    cat: &dyn Catalog,
+    ix: &Index<'_>,
     q: &Query,
     name: &str,
     d: &DriverVersion,
+    dcuda: &str,
     line: &CudaLine<'_>,
     needs_ptx_jit: bool,
     graph: Option<&mut Graph>,
 ) -> Vec<Finding> {
     let cuda = &line.version;
     let src = first_source(&line.newest.sources);
-    let dcuda = driver_cuda(cat, d).map_or("unknown".to_string(), |c| c.to_string());
-    let mut out = Vec::new();
     let edge = |g: Option<&mut Graph>, label: &str, st: Status| {
         if let Some(g) = g {
             g.edge(
@@ -525,7 +506,7 @@ fn driver_rules(
     let base = |code, sev, msg: String| {
         finding(code, sev, msg)
             .fact("driver", d)
-            .fact("driver_cuda", &dcuda)
+            .fact("driver_cuda", dcuda)
             .fact("cuda", cuda)
             .fact("native_min", &line.native)
             .fact(
@@ -534,129 +515,160 @@ fn driver_rules(
             )
             .source(src)
     };
-    if d >= &line.native {
-        out.push(
+    let eligible = q.gpus.iter().all(|a| a.gpu.forward_compat);
+    let (f, label, status) = match driver_outcome(d, line, needs_ptx_jit, ix.branch_of(d), eligible) {
+        DriverOutcome::Native => (
             base(
                 "driver-native",
                 Severity::Info,
                 format!("driver {d} meets CUDA {cuda}'s minimum {} (native)", line.native),
             )
             .unverified(line.unverified_native),
-        );
-        edge(graph, &format!("native >= {}", line.native), Status::Compatible);
-        return out;
-    }
-    let mvc = line.floor.as_ref().is_some_and(|floor| d >= floor);
-    if mvc && !needs_ptx_jit {
-        out.push(base(
-            "driver-minor-version-compat",
-            Severity::Conditional,
-            format!(
-                "driver {d} (CUDA {dcuda}) is below CUDA {cuda}'s minimum {} but at or above the {}.x floor {}: it runs through minor-version compatibility, without JIT of newer PTX, and APIs newer than CUDA {dcuda} return errors",
-                line.native,
-                cuda.major(),
-                line.floor.as_ref().expect("mvc has a floor")
+            format!("native >= {}", line.native),
+            Status::Compatible,
+        ),
+        DriverOutcome::MinorCompat => (
+            base(
+                "driver-minor-version-compat",
+                Severity::Conditional,
+                format!(
+                    "driver {d} (CUDA {dcuda}) is below CUDA {cuda}'s minimum {} but at or above the {}.x floor {}: it runs through minor-version compatibility, without JIT of newer PTX, and APIs newer than CUDA {dcuda} return errors",
+                    line.native,
+                    cuda.major(),
+                    line.floor
+                        .as_ref()
+                        .expect("minor-version compatibility has a floor")
+                ),
             ),
-        ));
-        edge(graph, "minor-version compatibility", Status::Conditional);
-        return out;
-    }
-    // Forward compatibility: the image's cuda-compat package on an eligible host branch and GPU.
-    let fc_branch = branch_of(cat, d).filter(|(b, exact)| {
-        *exact
-            && b.forward_compat
+            "minor-version compatibility".to_string(),
+            Status::Conditional,
+        ),
+        DriverOutcome::FcGpuNotEligible(branch) => {
+            let g = q
+                .gpus
                 .iter()
-                .any(|c| c.major_minor() == cuda.major_minor())
-    });
-    if let Some((branch, _)) = fc_branch {
-        let fc_src = first_source(&branch.sources);
-        let ineligible: Vec<&Gpu> = q
-            .gpus
-            .iter()
-            .map(|a| &a.gpu)
-            .filter(|g| !g.forward_compat)
-            .collect();
-        if let Some(g) = ineligible.first() {
+                .map(|a| &a.gpu)
+                .find(|g| !g.forward_compat)
+                .expect("an ineligible GPU");
             let why = if g.segment == Segment::Consumer {
                 "GeForce GPUs never are"
             } else {
                 "it is not a data-center GPU"
             };
-            out.push(
+            (
                 base(
                     "forward-compat-gpu-not-eligible",
                     Severity::Incompatible,
                     format!(
                         "driver {d} is too old for CUDA {cuda}; the cuda-compat package would bridge it on R{}, but the {} is not eligible for forward compatibility ({why}): CUDA fails with error 804",
-                        branch.branch,
-                        g.name
+                        branch.branch, g.name
                     ),
                 )
-                .source(fc_src),
-            );
-            edge(graph, "forward compat: GPU not eligible", Status::Incompatible);
-            return out;
-        }
-        let caveat = if q.gpus.is_empty() {
-            " (data-center GPUs only; GeForce fails with error 804)"
-        } else {
-            ""
-        };
-        let nfb = if branch.branch_type == BranchType::NewFeature {
-            " NVIDIA's table lists this new-feature branch although its rules exclude such branches."
-        } else {
-            ""
-        };
-        out.push(
-            base(
-                "driver-forward-compat",
-                Severity::Conditional,
-                format!(
-                    "driver {d} (CUDA {dcuda}) is too old for CUDA {cuda}, but R{} is a supported host for cuda-compat-{}-{}: it runs with that package in the image{caveat}; a mismatch fails with error 803.{nfb}",
-                    branch.branch,
-                    cuda.major(),
-                    cuda.minor()
-                ),
+                .source(first_source(&branch.sources)),
+                "forward compat: GPU not eligible".to_string(),
+                Status::Incompatible,
             )
-            .source(fc_src),
-        );
-        edge(graph, "forward compatibility", Status::Conditional);
-        return out;
-    }
-    if mvc && needs_ptx_jit {
-        out.push(base(
-            "ptx-jit-needs-newer-driver",
-            Severity::Incompatible,
-            format!(
-                "the GPU needs the build's PTX JIT-compiled, but driver {d} (CUDA {dcuda}) reaches CUDA {cuda} only through minor-version compatibility, which cannot JIT PTX from a newer toolkit; needs >= {}",
-                line.native
+        }
+        DriverOutcome::ForwardCompat(branch) => {
+            let caveat = if q.gpus.is_empty() {
+                " (data-center GPUs only; GeForce fails with error 804)"
+            } else {
+                ""
+            };
+            let nfb = if branch.branch_type == BranchType::NewFeature {
+                " NVIDIA's table lists this new-feature branch although its rules exclude such branches."
+            } else {
+                ""
+            };
+            (
+                base(
+                    "driver-forward-compat",
+                    Severity::Conditional,
+                    format!(
+                        "driver {d} (CUDA {dcuda}) is too old for CUDA {cuda}, but R{} is a supported host for cuda-compat-{}-{}: it runs with that package in the image{caveat}; a mismatch fails with error 803.{nfb}",
+                        branch.branch,
+                        cuda.major(),
+                        cuda.minor()
+                    ),
+                )
+                .source(first_source(&branch.sources)),
+                "forward compatibility".to_string(),
+                Status::Conditional,
+            )
+        }
+        DriverOutcome::PtxJitNeedsNewer => (
+            base(
+                "ptx-jit-needs-newer-driver",
+                Severity::Incompatible,
+                format!(
+                    "the GPU needs the build's PTX JIT-compiled, but driver {d} (CUDA {dcuda}) reaches CUDA {cuda} only through minor-version compatibility, which cannot JIT PTX from a newer toolkit; needs >= {}",
+                    line.native
+                ),
             ),
-        ));
-        edge(graph, "minor-version compat, no PTX JIT", Status::Incompatible);
-        return out;
-    }
-    let floor_text = match &line.floor {
-        Some(floor) => format!(
-            ", nor the {}.x floor {} for minor-version compatibility",
-            cuda.major(),
-            floor
+            "minor-version compat, no PTX JIT".to_string(),
+            Status::Incompatible,
         ),
-        None => String::new(),
+        DriverOutcome::TooOld => {
+            let floor_text = match &line.floor {
+                Some(floor) => format!(
+                    ", nor the {}.x floor {} for minor-version compatibility",
+                    cuda.major(),
+                    floor
+                ),
+                None => String::new(),
+            };
+            (
+                base(
+                    "driver-too-old",
+                    Severity::Incompatible,
+                    format!(
+                        "driver {d} (CUDA {dcuda}) is too old for torch {name}: CUDA {cuda} needs >= {} natively{floor_text}, and R{} is not a forward-compatibility host for CUDA {cuda}",
+                        line.native,
+                        d.branch()
+                    ),
+                ),
+                format!("needs >= {}", line.native),
+                Status::Incompatible,
+            )
+        }
     };
-    out.push(base(
-        "driver-too-old",
-        Severity::Incompatible,
-        format!(
-            "driver {d} (CUDA {dcuda}) is too old for torch {name}: CUDA {cuda} needs >= {} natively{floor_text}, and R{} is not a forward-compatibility host for CUDA {cuda}",
-            line.native,
-            d.branch()
-        ),
-    ));
-    edge(graph, &format!("needs >= {}", line.native), Status::Incompatible);
-    out
+    edge(graph, &label, status);
+    vec![f]
 }
 
-fn nvcc_rules(cat: &dyn Catalog, q: &Query, name: &str, cuda: &CudaVersion) -> Vec<Finding> {
+/// What nvcc of a toolkit can build for a GPU.
+pub(crate) enum NvccTarget {
+    /// SASS for the GPU's major at or below its minor.
+    Sass,
+    /// Only an older architecture, whose PTX the driver can JIT.
+    PtxOnly(ComputeCapability),
+    /// Nothing at or below the GPU.
+    None,
+}
+
+pub(crate) fn nvcc_targets(toolkit: &crate::db::CudaRelease, cc: ComputeCapability) -> NvccTarget {
+    let plain = |s: &&ComputeCapability| s.suffix == ArchSuffix::None;
+    if toolkit
+        .sass
+        .iter()
+        .filter(plain)
+        .any(|s| s.major == cc.major && s.minor <= cc.minor)
+    {
+        return NvccTarget::Sass;
+    }
+    match toolkit
+        .sass
+        .iter()
+        .filter(plain)
+        .filter(|s| (s.major, s.minor) < (cc.major, cc.minor))
+        .max()
+    {
+        Some(p) => NvccTarget::PtxOnly(*p),
+        None => NvccTarget::None,
+    }
+}
+
+fn nvcc_rules(ix: &Index<'_>, q: &Query, name: &str, cuda: &CudaVersion) -> Vec<Finding> {
     let mut out = Vec::new();
     let nvcc = q.nvcc.clone().unwrap_or_else(|| cuda.clone());
     if nvcc.major() != cuda.major() {
@@ -682,7 +694,7 @@ fn nvcc_rules(cat: &dyn Catalog, q: &Query, name: &str, cuda: &CudaVersion) -> V
             .fact("cuda", cuda),
         );
     }
-    let Some(line) = cuda_line(cat, &nvcc) else {
+    let Some(line) = ix.line(&nvcc) else {
         out.push(finding(
             "nvcc-unavailable",
             Severity::Incompatible,
@@ -712,21 +724,9 @@ fn nvcc_rules(cat: &dyn Catalog, q: &Query, name: &str, cuda: &CudaVersion) -> V
             continue;
         }
         seen.push(&gpu.id);
-        let cc = gpu.compute_capability;
-        let sass = toolkit
-            .sass
-            .iter()
-            .any(|s| s.suffix == ArchSuffix::None && s.major == cc.major && s.minor <= cc.minor);
-        if sass {
-            continue;
-        }
-        let older = toolkit
-            .sass
-            .iter()
-            .filter(|s| s.suffix == ArchSuffix::None && (s.major, s.minor) < (cc.major, cc.minor))
-            .max();
-        match older {
-            Some(p) => out.push(
+        match nvcc_targets(toolkit, gpu.compute_capability) {
+            NvccTarget::Sass => {}
+            NvccTarget::PtxOnly(p) => out.push(
                 finding(
                     "nvcc-ptx-only",
                     Severity::Conditional,
@@ -740,25 +740,22 @@ fn nvcc_rules(cat: &dyn Catalog, q: &Query, name: &str, cuda: &CudaVersion) -> V
                 )
                 .source(first_source(&toolkit.sources)),
             ),
-            None => out.push(
+            NvccTarget::None => out.push(
                 finding(
                     "nvcc-no-gpu-arch",
                     Severity::Incompatible,
-                    format!("nvcc {} cannot compile for the {}: its oldest target is {}", toolkit.version, gpu_label(gpu), arch_range(&toolkit.sass)),
+                    format!(
+                        "nvcc {} cannot compile for the {}: its oldest target is {}",
+                        toolkit.version,
+                        gpu_label(gpu),
+                        arch_range(&toolkit.sass)
+                    ),
                 )
                 .source(first_source(&toolkit.sources)),
             ),
         }
     }
     out
-}
-
-fn status_of(findings: &[Finding]) -> Status {
-    match findings.iter().map(|f| f.severity).max() {
-        Some(Severity::Incompatible) => Status::Incompatible,
-        Some(Severity::Conditional) => Status::Conditional,
-        _ => Status::Compatible,
-    }
 }
 
 fn install_line(rel: &TorchRelease, v: &TorchVariant, python: &str) -> String {
@@ -781,17 +778,6 @@ fn pins_hold(pins: &[super::Pin], version: &Version, python: &str) -> bool {
     pins.iter()
         .filter(|p| marker_applies(p.marker.as_ref(), python))
         .all(|p| p.specifiers.contains(version))
-}
-
-fn python_version(tag: &PythonTag) -> Version {
-    tag.version().parse().expect("a CPython tag is a version")
-}
-
-/// The version a build installs as, for matching pins with local segments.
-fn build_version(rel: &TorchRelease, v: &TorchVariant) -> Version {
-    format!("{}+{}", rel.version, v.tag)
-        .parse()
-        .expect("a release with a local tag is a version")
 }
 
 fn variant_wanted(q: &Query, v: &TorchVariant) -> bool {
@@ -836,174 +822,373 @@ fn variant_distance(q: &Query, rel: &TorchRelease, v: &TorchVariant) -> u32 {
     }
 }
 
+/// Which of a build's Pythons the query allows, as a bit per entry of `b.tags`; `None`
+/// when the pins exclude the build itself.
+fn allowed(q: &Query, b: &BuildEntry<'_>) -> Option<u64> {
+    if !variant_wanted(q, b.v) {
+        return None;
+    }
+    // Pins without markers decide the build; marked ones are checked per Python.
+    let unmarked_ok = q
+        .torch
+        .iter()
+        .filter(|p| p.marker.is_none())
+        .all(|p| p.specifiers.contains(&b.local) || p.specifiers.contains(&b.rel.version));
+    if !unmarked_ok {
+        return None;
+    }
+    let companions_ok = |pins: &[super::Pin], v: &Option<Version>, py: &str| {
+        pins.iter()
+            .filter(|p| marker_applies(p.marker.as_ref(), py))
+            .all(|p| v.as_ref().is_some_and(|cv| p.specifiers.contains(cv)))
+    };
+    let simple =
+        q.torch.iter().all(|p| p.marker.is_none()) && q.torchvision.is_empty() && q.torchaudio.is_empty();
+    if simple && q.python.is_empty() {
+        return Some(if b.tags.len() >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << b.tags.len()) - 1
+        });
+    }
+    let mut companions_any = false;
+    let mut mask = 0u64;
+    for (i, t) in b.tags.iter().enumerate().take(64) {
+        let comp = simple
+            || (companions_ok(&q.torchvision, &b.rel.torchvision, &t.py)
+                && companions_ok(&q.torchaudio, &b.rel.torchaudio, &t.py));
+        companions_any |= comp;
+        let ok = comp
+            && q.python.iter().all(|(s, _)| s.contains(&t.pv))
+            && (simple || pins_hold(&q.torch, &b.local, &t.py) || pins_hold(&q.torch, &b.rel.version, &t.py));
+        if ok {
+            mask |= 1 << i;
+        }
+    }
+    companions_any.then_some(mask)
+}
+
+/// A build as the search sees it, computed once per database.
+pub(crate) struct BuildEntry<'a> {
+    pub rel: &'a TorchRelease,
+    pub v: &'a TorchVariant,
+    /// `2.4.1+cu121`: what `==...+cu121` pins match.
+    pub local: Version,
+    /// Its CPython tags (free-threaded builds are not offered).
+    pub tags: Vec<TagEntry>,
+}
+
+/// A CPython tag with its forms precomputed.
+pub(crate) struct TagEntry {
+    pub tag: PythonTag,
+    pub py: String,
+    pub pv: Version,
+}
+
+/// Every build, newest release first, as the search walks them.
+pub(crate) fn build_entries<'a>(torch: &'a [TorchRelease]) -> Vec<BuildEntry<'a>> {
+    let mut out = Vec::new();
+    for rel in torch.iter().rev() {
+        for v in &rel.variants {
+            let tags = v
+                .python
+                .as_deref()
+                .unwrap_or(&rel.python)
+                .iter()
+                .filter(|t| !t.free_threaded)
+                .map(|t| TagEntry {
+                    tag: *t,
+                    py: t.version(),
+                    pv: Version::new([u64::from(t.major), u64::from(t.minor)]),
+                })
+                .collect();
+            let local = rel
+                .version
+                .clone()
+                .with_local(vec![pep440_rs::LocalSegment::String(v.tag.to_string())]);
+            out.push(BuildEntry { rel, v, local, tags });
+        }
+    }
+    out
+}
+
+/// The verdict of one build for a query, without findings: the same decisions as
+/// [`eval_build`], for the full matrix where millions of verdicts are asked for.
+fn fast_status(ix: &Index<'_>, q: &Query, ctx: &DriverCtx<'_>, b: &BuildEntry<'_>) -> Status {
+    let v = b.v;
+    let mut worst = Status::Compatible;
+    if let Some((host, _)) = &q.glibc {
+        if b.rel.manylinux.glibc() > *host {
+            return Status::Incompatible;
+        }
+    }
+    if v.tag == Variant::Cpu {
+        return worst;
+    }
+    let Some(line) = v.cuda.as_ref().and_then(|c| ix.line(c)) else {
+        return Status::Conditional;
+    };
+    let mut needs_ptx_jit = false;
+    for ask in &q.gpus {
+        let cc = ask.gpu.compute_capability;
+        match kernels_for(v, cc) {
+            Kernels::Sass(_) => {}
+            Kernels::Ptx(_) => {
+                needs_ptx_jit = true;
+                worst = worst.max(Status::Conditional);
+            }
+            Kernels::Unknown => worst = worst.max(Status::Conditional),
+            Kernels::None => return Status::Incompatible,
+        }
+        if let Some((branch, _)) = ctx.branch {
+            if !branch.architectures.contains(&ask.gpu.architecture) {
+                return Status::Incompatible;
+            }
+        }
+    }
+    if let Some(d) = &q.driver {
+        let eligible = q.gpus.iter().all(|a| a.gpu.forward_compat);
+        worst = worst.max(
+            match driver_outcome(d, line, needs_ptx_jit, ctx.branch, eligible) {
+                DriverOutcome::Native => Status::Compatible,
+                DriverOutcome::MinorCompat | DriverOutcome::ForwardCompat(_) => Status::Conditional,
+                _ => Status::Incompatible,
+            },
+        );
+    }
+    if q.extensions || q.nvcc.is_some() {
+        let cuda = line.version.clone();
+        let nvcc = q.nvcc.clone().unwrap_or_else(|| cuda.clone());
+        if nvcc.major() != cuda.major() {
+            return Status::Incompatible;
+        }
+        let Some(tl) = ix.line(&nvcc) else {
+            return Status::Incompatible;
+        };
+        for ask in &q.gpus {
+            match nvcc_targets(tl.newest, ask.gpu.compute_capability) {
+                NvccTarget::Sass => {}
+                NvccTarget::PtxOnly(_) => worst = worst.max(Status::Conditional),
+                NvccTarget::None => return Status::Incompatible,
+            }
+        }
+    }
+    worst
+}
+
+/// What the driver of a query resolves to once, for every build.
+pub(crate) struct DriverCtx<'a> {
+    pub branch: Option<(&'a crate::db::DriverBranch, bool)>,
+}
+
+impl<'a> DriverCtx<'a> {
+    pub(crate) fn new(ix: &Index<'a>, q: &Query) -> DriverCtx<'a> {
+        DriverCtx {
+            branch: q.driver.as_ref().and_then(|d| ix.branch_of(d)),
+        }
+    }
+}
+
+/// One verdict of the fast path: a build, how many of its Pythons the query allows, and
+/// its status (a build with none gets `Incompatible`, as its stack does).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    /// The torch release.
+    pub torch: Version,
+    /// The build.
+    pub variant: Variant,
+    /// Pythons allowed.
+    pub pythons: u32,
+    /// The verdict.
+    pub status: Status,
+    /// The lowest driver that runs it natively on the query's GPUs.
+    pub driver_native: Option<DriverVersion>,
+    /// Rank against the other builds (as [`search`] orders stacks).
+    pub(crate) distance: u32,
+}
+
+/// Verdicts for every build a query allows, without findings, ranks or suggestions.
+pub(crate) fn verdicts(ix: &Index<'_>, q: &Query) -> Vec<Verdict> {
+    let ctx = DriverCtx::new(ix, q);
+    let mut out = Vec::new();
+    for b in ix.builds() {
+        let Some(mask) = allowed(q, b) else { continue };
+        let pythons = mask.count_ones();
+        let status = if pythons == 0 {
+            Status::Incompatible
+        } else {
+            fast_status(ix, q, &ctx, b)
+        };
+        out.push(Verdict {
+            torch: b.rel.version.clone(),
+            variant: b.v.tag,
+            pythons,
+            status,
+            driver_native: native_driver(ix, q, b),
+            distance: variant_distance(q, b.rel, b.v),
+        });
+    }
+    out
+}
+
+/// The lowest driver that runs a build natively on the query's GPUs: the CUDA line's own
+/// minimum, raised to the first release of a branch that drives every GPU.
+fn native_driver(ix: &Index<'_>, q: &Query, b: &BuildEntry<'_>) -> Option<DriverVersion> {
+    let mut need =
+        b.v.cuda
+            .as_ref()
+            .and_then(|c| ix.line(c))
+            .map(|l| l.native.clone())?;
+    for ask in &q.gpus {
+        if let Some(first) = ix
+            .first_branch(ask.gpu.architecture)
+            .and_then(|br| br.first_version.clone())
+        {
+            if first > need {
+                need = first;
+            }
+        }
+    }
+    Some(need)
+}
+
 /// Enumerates and evaluates every candidate stack, best first.
 pub(crate) fn search(
-    cat: &dyn Catalog,
+    ix: &Index<'_>,
     q: &Query,
     mut graph: Option<&mut Graph>,
 ) -> Result<Vec<Stack>, QueryError> {
     let mut stacks = Vec::new();
     let mut builds_matching_pins = 0usize;
-    for rel in cat.torch().iter().rev() {
-        let companions_ok = |pins: &[super::Pin], v: &Option<Version>, py: &str| {
-            pins.iter()
-                .filter(|p| marker_applies(p.marker.as_ref(), py))
-                .all(|p| v.as_ref().is_some_and(|cv| p.specifiers.contains(cv)))
+    let dcuda = q
+        .driver
+        .as_ref()
+        .map(|d| ix.driver_cuda(d).map_or("unknown".to_string(), |c| c.to_string()));
+    for b in ix.builds() {
+        let (rel, v) = (b.rel, b.v);
+        let Some(mask) = allowed(q, b) else { continue };
+        builds_matching_pins += 1;
+        let name = build_name(rel, v);
+        let eval = eval_build(ix, q, rel, v, dcuda.as_deref(), graph.as_deref_mut());
+        let mut shared = eval.findings;
+        shared.sort_by_key(|f| std::cmp::Reverse(f.severity));
+        let shared: Arc<[Finding]> = shared.into();
+        let needs = Arc::new(eval.needs);
+        let torch: Arc<str> = rel.version.to_string().into();
+        let cuda: Option<Arc<str>> = v.cuda.as_ref().map(|c| c.to_string().into());
+        let cudnn: Option<Arc<str>> = v.cudnn.as_ref().map(|c| c.to_string().into());
+        let nccl: Option<Arc<str>> = v.nccl.as_ref().map(|c| c.to_string().into());
+        let distance = variant_distance(q, rel, v);
+        let mk = |python: String, own: Vec<Finding>, py: (u8, u8), install: String| {
+            let findings = Findings::new(shared.clone(), own);
+            let status = findings.status();
+            let failures = findings
+                .iter()
+                .filter(|f| f.severity == Severity::Incompatible)
+                .count();
+            Stack {
+                torch: torch.clone(),
+                variant: v.tag,
+                python,
+                cuda: cuda.clone(),
+                cudnn: cudnn.clone(),
+                nccl: nccl.clone(),
+                status,
+                findings,
+                needs: needs.clone(),
+                install,
+                rank: Rank {
+                    status: status as u8,
+                    failures,
+                    torch: std::cmp::Reverse(rel.version.clone()),
+                    variant_distance: distance,
+                    python: std::cmp::Reverse(py),
+                },
+            }
         };
-        for v in &rel.variants {
-            if !variant_wanted(q, v) {
+        if mask == 0 {
+            let asked: Vec<String> = q.python.iter().map(|(s, o)| format!("{s} ({o})")).collect();
+            let tag_list: Vec<String> = b.tags.iter().map(|t| t.tag.to_string()).collect();
+            let own = vec![
+                finding(
+                    "python-no-wheel",
+                    Severity::Incompatible,
+                    format!(
+                        "torch {name} ships no wheel for Python {}: its wheels are {} (Requires-Python {} does not decide; the tags do)",
+                        if asked.is_empty() { "as pinned".to_string() } else { asked.join(", ") },
+                        tag_list.join(" "),
+                        rel.requires_python
+                    ),
+                )
+                .fact("wheel_tags", tag_list.join(" "))
+                .source(first_source(&rel.sources)),
+            ];
+            let python = q.python.first().map_or("-".to_string(), |(s, _)| s.to_string());
+            if let Some(g) = graph.as_deref_mut() {
+                g.edge(
+                    Node::Build(name.clone()),
+                    Node::Python(python.clone()),
+                    Edge::new("no wheel", Status::Incompatible, None),
+                );
+            }
+            stacks.push(mk(python, own, (0, 0), String::new()));
+            continue;
+        }
+        for (i, t) in b.tags.iter().enumerate() {
+            if i >= 64 || mask & (1 << i) == 0 {
                 continue;
             }
-            let bv = build_version(rel, v);
-            // Pins without markers decide the build; marked ones are checked per Python.
-            let unmarked_ok = q
-                .torch
-                .iter()
-                .filter(|p| p.marker.is_none())
-                .all(|p| p.specifiers.contains(&bv) || p.specifiers.contains(&rel.version));
-            if !unmarked_ok {
-                continue;
-            }
-            let tags: Vec<PythonTag> = v
-                .python
-                .clone()
-                .unwrap_or_else(|| rel.python.clone())
-                .into_iter()
-                .filter(|t| !t.free_threaded)
-                .collect();
-            let candidates: Vec<&PythonTag> = tags
-                .iter()
-                .filter(|t| {
-                    let py = t.version();
-                    let pv = python_version(t);
-                    q.python.iter().all(|(s, _)| s.contains(&pv))
-                        && (pins_hold(&q.torch, &bv, &py) || pins_hold(&q.torch, &rel.version, &py))
-                        && companions_ok(&q.torchvision, &rel.torchvision, &py)
-                        && companions_ok(&q.torchaudio, &rel.torchaudio, &py)
-                })
-                .collect();
-            let companions_any = tags.iter().any(|t| {
-                let py = t.version();
-                companions_ok(&q.torchvision, &rel.torchvision, &py)
-                    && companions_ok(&q.torchaudio, &rel.torchaudio, &py)
-            });
-            if !companions_any {
-                continue;
-            }
-            builds_matching_pins += 1;
-            let name = build_name(rel, v);
-            let eval = eval_build(cat, q, rel, v, graph.as_deref_mut());
-            let rank_base = |status: Status, failures: usize, py: (u8, u8)| Rank {
-                status: status as u8,
-                failures,
-                torch: std::cmp::Reverse(rel.version.clone()),
-                variant_distance: variant_distance(q, rel, v),
-                python: std::cmp::Reverse(py),
-            };
-            let mk = |python: String, mut findings: Vec<Finding>, py: (u8, u8), install: String| {
-                let status = status_of(&findings);
-                let failures = findings
+            let mut own = vec![
+                finding(
+                    "python-wheel",
+                    Severity::Info,
+                    format!("torch {name} has a {} wheel", t.tag),
+                )
+                .fact("python", &t.py),
+            ];
+            if let (Some(today), Some(p)) = (
+                &q.today,
+                ix.cat
+                    .python()
                     .iter()
-                    .filter(|f| f.severity == Severity::Incompatible)
-                    .count();
-                findings.sort_by_key(|f| std::cmp::Reverse(f.severity));
-                Stack {
-                    torch: rel.version.to_string(),
-                    variant: v.tag,
-                    python,
-                    cuda: v.cuda.as_ref().map(|c| c.to_string()),
-                    cudnn: v.cudnn.as_ref().map(|c| c.to_string()),
-                    nccl: v.nccl.as_ref().map(|c| c.to_string()),
-                    status,
-                    findings,
-                    needs: eval.needs.clone(),
-                    install,
-                    rank: rank_base(status, failures, py),
-                }
-            };
-            if candidates.is_empty() {
-                let asked: Vec<String> = q.python.iter().map(|(s, o)| format!("{s} ({o})")).collect();
-                let tag_list: Vec<String> = tags.iter().map(|t| t.to_string()).collect();
-                let mut findings = eval.findings.clone();
-                findings.push(
-                    finding(
-                        "python-no-wheel",
-                        Severity::Incompatible,
-                        format!(
-                            "torch {name} ships no wheel for Python {}: its wheels are {} (Requires-Python {} does not decide; the tags do)",
-                            if asked.is_empty() { "as pinned".to_string() } else { asked.join(", ") },
-                            tag_list.join(" "),
-                            rel.requires_python
-                        ),
-                    )
-                    .fact("wheel_tags", tag_list.join(" "))
-                    .source(first_source(&rel.sources)),
-                );
-                let python = q.python.first().map_or("-".to_string(), |(s, _)| s.to_string());
-                if let Some(g) = graph.as_deref_mut() {
-                    g.edge(
-                        Node::Build(name.clone()),
-                        Node::Python(python.clone()),
-                        Edge::new("no wheel", Status::Incompatible, None),
+                    .find(|p| p.version.release() == [u64::from(t.tag.major), u64::from(t.tag.minor)]),
+            ) {
+                if p.end_of_life <= *today {
+                    own.push(
+                        finding(
+                            "python-end-of-life",
+                            Severity::Warning,
+                            format!("Python {} reached its end of life on {}", t.py, p.end_of_life),
+                        )
+                        .fact("end_of_life", p.end_of_life)
+                        .source(first_source(&p.sources)),
                     );
                 }
-                stacks.push(mk(python, findings, (0, 0), String::new()));
-                continue;
             }
-            for t in candidates {
-                let py = t.version();
-                let mut findings = eval.findings.clone();
-                findings.push(
-                    finding(
-                        "python-wheel",
-                        Severity::Info,
-                        format!("torch {name} has a {t} wheel"),
-                    )
-                    .fact("python", &py),
+            if let Some(g) = graph.as_deref_mut() {
+                g.edge(
+                    Node::Build(name.clone()),
+                    Node::Python(t.py.clone()),
+                    Edge::new(
+                        &format!("{} wheel", t.tag),
+                        Status::Compatible,
+                        first_source(&rel.sources).map(str::to_string),
+                    ),
                 );
-                if let (Some(today), Some(p)) = (
-                    &q.today,
-                    cat.python()
-                        .iter()
-                        .find(|p| p.version.release() == [u64::from(t.major), u64::from(t.minor)]),
-                ) {
-                    if p.end_of_life <= *today {
-                        findings.push(
-                            finding(
-                                "python-end-of-life",
-                                Severity::Warning,
-                                format!("Python {py} reached its end of life on {}", p.end_of_life),
-                            )
-                            .fact("end_of_life", p.end_of_life)
-                            .source(first_source(&p.sources)),
-                        );
-                    }
-                }
-                if let Some(g) = graph.as_deref_mut() {
-                    g.edge(
-                        Node::Build(name.clone()),
-                        Node::Python(py.clone()),
-                        Edge::new(
-                            &format!("{t} wheel"),
-                            Status::Compatible,
-                            first_source(&rel.sources).map(str::to_string),
-                        ),
-                    );
-                }
-                let install = install_line(rel, v, &py);
-                stacks.push(mk(py, findings, (t.major, t.minor), install));
             }
+            let install = install_line(rel, v, &t.py);
+            stacks.push(mk(t.py.clone(), own, (t.tag.major, t.tag.minor), install));
         }
     }
     if builds_matching_pins == 0 {
-        return Err(QueryError(no_build_message(cat, q)));
+        return Err(QueryError(no_build_message(ix, q)));
     }
     stacks.sort_by(|a, b| a.rank.cmp(&b.rank));
     Ok(stacks)
 }
 
 /// Why no build matches the pins: names each pin and what exists.
-fn no_build_message(cat: &dyn Catalog, q: &Query) -> String {
+fn no_build_message(ix: &Index<'_>, q: &Query) -> String {
     let mut parts = Vec::new();
     for p in &q.torch {
         parts.push(format!(
@@ -1032,7 +1217,8 @@ fn no_build_message(cat: &dyn Catalog, q: &Query) -> String {
         parts.push(format!("the {v} build ({origin})"));
     }
     // Which builds the torch pins alone allow, to show what to change.
-    let allowed: Vec<String> = cat
+    let allowed: Vec<String> = ix
+        .cat
         .torch()
         .iter()
         .rev()

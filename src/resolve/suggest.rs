@@ -1,15 +1,27 @@
 //! Suggestions: the smallest single changes that make something fit, found by relaxing one
-//! constraint at a time and asking the resolver again.
+//! constraint at a time and asking again (through the fast verdict path: only the best
+//! build of each relaxation matters here).
 
-use super::{Catalog, Query, Stack, Status, Suggestion, rules};
-use crate::model::DriverVersion;
+use super::index::Index;
+use super::rules::{Verdict, verdicts};
+use super::{Query, Status, Suggestion};
 
-fn best(cat: &dyn Catalog, q: &Query) -> Option<Stack> {
-    rules::search(cat, q, None).ok()?.into_iter().next()
+/// The best build of a query, ranked as the search ranks stacks.
+fn best(ix: &Index<'_>, q: &Query) -> Option<Verdict> {
+    verdicts(ix, q)
+        .into_iter()
+        .filter(|v| v.pythons > 0)
+        .min_by(|a, b| {
+            (a.status, std::cmp::Reverse(&a.torch), a.distance).cmp(&(
+                b.status,
+                std::cmp::Reverse(&b.torch),
+                b.distance,
+            ))
+        })
 }
 
-fn build(s: &Stack) -> String {
-    format!("torch {}+{}", s.torch, s.variant)
+fn build(v: &Verdict) -> String {
+    format!("torch {}+{}", v.torch, v.variant)
 }
 
 fn on_gpus(q: &Query) -> String {
@@ -22,7 +34,7 @@ fn on_gpus(q: &Query) -> String {
 }
 
 /// Suggestions for an answer whose best verdict is `verdict`.
-pub(crate) fn suggest(cat: &dyn Catalog, q: &Query, verdict: Status) -> Vec<Suggestion> {
+pub(crate) fn suggest(ix: &Index<'_>, q: &Query, verdict: Status) -> Vec<Suggestion> {
     let mut out: Vec<Suggestion> = Vec::new();
     let target = if verdict == Status::Incompatible {
         Status::Conditional
@@ -41,26 +53,24 @@ pub(crate) fn suggest(cat: &dyn Catalog, q: &Query, verdict: Status) -> Vec<Sugg
             driver: None,
             ..q.clone()
         };
-        if let Ok(stacks) = rules::search(cat, &relaxed, None) {
-            if let Some(s) = stacks.iter().find(|s| s.status == Status::Compatible) {
-                if let Some(need) = s
-                    .needs
-                    .driver_native
-                    .as_ref()
-                    .and_then(|n| n.parse::<DriverVersion>().ok())
-                {
-                    if &need > d {
-                        let branch = rules::branch_of(cat, &need)
-                            .map(|(b, _)| format!(" (R{} or newer)", b.branch))
-                            .unwrap_or_default();
-                        push(Suggestion {
-                            kind: "driver",
-                            change: format!("driver >= {need}{branch}"),
-                            gives: format!("{} runs natively{}", build(s), on_gpus(q)),
-                            status: Status::Compatible,
-                        });
-                    }
-                }
+        let found = verdicts(ix, &relaxed)
+            .into_iter()
+            .filter(|v| v.pythons > 0 && v.status == Status::Compatible)
+            .min_by(|a, b| {
+                (std::cmp::Reverse(&a.torch), a.distance).cmp(&(std::cmp::Reverse(&b.torch), b.distance))
+            });
+        if let Some(v) = found {
+            if let Some(need) = v.driver_native.as_ref().filter(|n| *n > d) {
+                let branch = ix
+                    .branch_of(need)
+                    .map(|(b, _)| format!(" (R{} or newer)", b.branch))
+                    .unwrap_or_default();
+                push(Suggestion {
+                    kind: "driver",
+                    change: format!("driver >= {need}{branch}"),
+                    gives: format!("{} runs natively{}", build(&v), on_gpus(q)),
+                    status: Status::Compatible,
+                });
             }
         }
     }
@@ -73,17 +83,17 @@ pub(crate) fn suggest(cat: &dyn Catalog, q: &Query, verdict: Status) -> Vec<Sugg
             variants: Vec::new(),
             ..q.clone()
         };
-        if let Some(s) = best(cat, &relaxed).filter(|s| s.status <= target) {
+        if let Some(v) = best(ix, &relaxed).filter(|v| v.status <= target) {
             let what = if q.torch.is_empty() {
-                format!("the {} build", s.variant)
+                format!("the {} build", v.variant)
             } else {
-                format!("torch {} ({})", s.torch, s.variant)
+                format!("torch {} ({})", v.torch, v.variant)
             };
             push(Suggestion {
                 kind: "torch",
                 change: format!("use {what}"),
-                gives: format!("{} is {}{}", build(&s), s.status, on_gpus(q)),
-                status: s.status,
+                gives: format!("{} is {}{}", build(&v), v.status, on_gpus(q)),
+                status: v.status,
             });
         }
         // The same torch release with another CUDA build.
@@ -93,12 +103,12 @@ pub(crate) fn suggest(cat: &dyn Catalog, q: &Query, verdict: Status) -> Vec<Sugg
                 variants: Vec::new(),
                 ..q.clone()
             };
-            if let Some(s) = best(cat, &relaxed).filter(|s| s.status <= target) {
+            if let Some(v) = best(ix, &relaxed).filter(|v| v.status <= target) {
                 push(Suggestion {
                     kind: "cuda",
-                    change: format!("use the {} build", s.variant),
-                    gives: format!("{} is {}{}", build(&s), s.status, on_gpus(q)),
-                    status: s.status,
+                    change: format!("use the {} build", v.variant),
+                    gives: format!("{} is {}{}", build(&v), v.status, on_gpus(q)),
+                    status: v.status,
                 });
             }
         }
@@ -110,18 +120,26 @@ pub(crate) fn suggest(cat: &dyn Catalog, q: &Query, verdict: Status) -> Vec<Sugg
             python: Vec::new(),
             ..q.clone()
         };
-        if let Some(s) = best(cat, &relaxed).filter(|s| s.status <= target) {
-            push(Suggestion {
-                kind: "python",
-                change: format!("use Python {}", s.python),
-                gives: format!(
-                    "{} has a cp{} wheel and is {}",
-                    build(&s),
-                    s.python.replace('.', ""),
-                    s.status
-                ),
-                status: s.status,
-            });
+        if let Some(v) = best(ix, &relaxed).filter(|v| v.status <= target) {
+            let newest = ix
+                .builds()
+                .iter()
+                .find(|b| b.rel.version == v.torch && b.v.tag == v.variant)
+                .and_then(|b| b.tags.last())
+                .map(|t| t.py.clone());
+            if let Some(py) = newest {
+                push(Suggestion {
+                    kind: "python",
+                    change: format!("use Python {py}"),
+                    gives: format!(
+                        "{} has a cp{} wheel and is {}",
+                        build(&v),
+                        py.replace('.', ""),
+                        v.status
+                    ),
+                    status: v.status,
+                });
+            }
         }
     }
 
@@ -131,15 +149,18 @@ pub(crate) fn suggest(cat: &dyn Catalog, q: &Query, verdict: Status) -> Vec<Sugg
             glibc: None,
             ..q.clone()
         };
-        if let Some(s) = best(cat, &relaxed).filter(|s| s.status <= target) {
+        if let Some(v) = best(ix, &relaxed).filter(|v| v.status <= target) {
+            let glibc = ix
+                .builds()
+                .iter()
+                .find(|b| b.rel.version == v.torch && b.v.tag == v.variant)
+                .map(|b| b.rel.manylinux.glibc().to_string())
+                .unwrap_or_default();
             push(Suggestion {
                 kind: "os",
-                change: format!(
-                    "an OS with glibc >= {} (Ubuntu 20.04 or newer, RHEL/Rocky 8 or newer)",
-                    s.needs.glibc
-                ),
-                gives: format!("{} is {}", build(&s), s.status),
-                status: s.status,
+                change: format!("an OS with glibc >= {glibc} (Ubuntu 20.04 or newer, RHEL/Rocky 8 or newer)"),
+                gives: format!("{} is {}", build(&v), v.status),
+                status: v.status,
             });
         }
     }

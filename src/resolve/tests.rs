@@ -455,7 +455,7 @@ proptest! {
             .iter()
             .map(|s| {
                 let py = if s.findings.iter().any(|f| f.code == "python-no-wheel") { "-".to_string() } else { s.python.clone() };
-                (s.torch.clone(), s.variant, py, s.status)
+                (s.torch.to_string(), s.variant, py, s.status)
             })
             .collect();
         got.sort_by(|a, b| (&a.0, a.1, &a.2).cmp(&(&b.0, b.1, &b.2)));
@@ -467,9 +467,19 @@ proptest! {
         for w in answer.stacks.windows(2) {
             prop_assert!(w[0].status <= w[1].status);
         }
+        // The fast path (no findings) gives every build the status its stacks have.
+        let ix = Index::new(&db);
+        for v in verdicts(&ix, &q) {
+            let torch = v.torch.to_string();
+            let stacks: Vec<&Stack> = answer.stacks.iter().filter(|s| *s.torch == *torch && s.variant == v.variant).collect();
+            prop_assert!(!stacks.is_empty());
+            for s in stacks {
+                prop_assert_eq!(s.status, v.status, "{}+{}", torch, v.variant);
+            }
+        }
         // Every finding code is registered.
         for s in &answer.stacks {
-            for f in &s.findings {
+            for f in s.findings.iter() {
                 prop_assert!(codes::is_known(f.code), "{}", f.code);
             }
         }
@@ -477,13 +487,21 @@ proptest! {
 }
 
 #[test]
-fn cuda_version_helper() {
+fn index_thresholds() {
     let v: CudaVersion = "12.4".parse().unwrap();
     let db = base_db();
-    let line = rules::cuda_line(&db, &v).unwrap();
+    let ix = Index::new(&db);
+    let line = ix.line(&v).unwrap();
+    // The GA row's minimum, not the update's.
     assert_eq!(line.native.to_string(), "550.54.14");
+    // 535 meets 11.8's minimum but not 12.4's, in this small database.
     assert_eq!(
-        rules::driver_cuda(&db, &"535.104.05".parse().unwrap()),
-        None.or(Some("11.8".parse().unwrap()))
+        ix.driver_cuda(&"535.104.05".parse().unwrap()),
+        Some("11.8".parse().unwrap())
+    );
+    assert_eq!(
+        ix.branch_of(&"575.51.03".parse().unwrap())
+            .map(|(b, exact)| (b.branch, exact)),
+        Some((570, false))
     );
 }

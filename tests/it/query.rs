@@ -525,3 +525,77 @@ fn graph_dot() {
     assert!(run.stdout.contains("\"does not drive\""), "{}", run.stdout);
     assert!(run.stdout.contains("color=red"));
 }
+
+#[test]
+fn requirements_file_pins_the_build() {
+    let req = crate::support::fixture("project/requirements.txt");
+    let (code, doc) = query(&[
+        "--requirements",
+        req.to_str().unwrap(),
+        "--gpu",
+        "H100 SXM",
+        "--driver",
+        "535.104.05",
+    ]);
+    assert_eq!(code, 0);
+    let stacks = doc["stacks"].as_array().unwrap();
+    assert!(!stacks.is_empty());
+    for s in stacks {
+        assert_eq!(s["torch"], "2.4.1");
+        assert_eq!(s["variant"], "cu121");
+    }
+    assert_eq!(doc["verdict"], "compatible");
+}
+
+#[test]
+fn pyproject_requires_python_and_index() {
+    let py = crate::support::fixture("project/pyproject.toml");
+    let (code, doc) = query(&["--pyproject", py.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    for s in doc["stacks"].as_array().unwrap() {
+        assert_eq!(s["variant"], "cu124", "the uv index names cu124");
+        assert!(s["python"] == "3.12" || s["python"] == "3.13", "{}", s["python"]);
+        let torch = s["torch"].as_str().unwrap();
+        assert!(torch.starts_with("2.4.") || torch.starts_with("2.5."), "{torch}");
+    }
+}
+
+#[test]
+fn a_broken_requirements_file_names_its_line() {
+    let req = crate::support::fixture("project/requirements-broken.txt");
+    let run = gpuenv(&["query", "--requirements", req.to_str().unwrap()]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("requirements-broken.txt:2:"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stdout.is_empty());
+    let run = gpuenv(&["query", "--requirements", "/nonexistent/requirements.txt"]);
+    assert_eq!(run.code, 2);
+    assert!(
+        run.stderr
+            .contains("cannot read `/nonexistent/requirements.txt`: no such file"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn contradictory_pins_across_files_and_flags() {
+    let req = crate::support::fixture("project/requirements.txt");
+    let run = gpuenv(&[
+        "query",
+        "--requirements",
+        req.to_str().unwrap(),
+        "--torch",
+        "2.5.1",
+    ]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("no torch build satisfies all of: torch ==2.5.1 (--torch); torch ==2.4.1+cu121"),
+        "{}",
+        run.stderr
+    );
+}
