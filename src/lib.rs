@@ -12,6 +12,7 @@
 
 pub mod cli;
 pub mod db;
+pub mod host;
 pub mod model;
 pub mod report;
 pub mod resolve;

@@ -1,0 +1,1 @@
+//! Pure parsers (being written).
