@@ -12,7 +12,9 @@
 
 pub mod cli;
 pub mod db;
+pub mod docker;
 pub mod host;
+pub mod judge;
 pub mod model;
 pub mod report;
 pub mod resolve;

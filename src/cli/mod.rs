@@ -9,8 +9,10 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+mod host;
 mod stack;
 
+pub use host::HostArgs;
 pub use stack::{ProjectArgs, StackArgs};
 
 use crate::db::{self, Db, DbError, Found, Kind, LookupError};
@@ -109,9 +111,71 @@ enum Command {
     Show(ShowArgs),
     /// Will it run? Every stack (torch build x Python) that works on the machine described,
     /// ranked, with the findings behind each verdict; when none does, why, and what to change.
-    Query(QueryArgs),
+    Query(Box<QueryArgs>),
     /// The compatibility graph a query used, in Graphviz DOT.
-    Graph(GraphArgs),
+    Graph(Box<GraphArgs>),
+    /// On the rented host: probe GPUs, driver, toolkits, cuDNN, Pythons and torch, Docker,
+    /// CPU, memory and disks, then check them. Exit 1 when a check fails.
+    Doctor(Box<DoctorArgs>),
+    /// On the rented host: the project's needs (the flags and files of `query`) against
+    /// this host, and acceptance against the order (`--expect-*` or `--order FILE`).
+    Check(Box<CheckArgs>),
+}
+
+#[derive(Debug, Args)]
+struct DoctorArgs {
+    #[command(flatten)]
+    host: HostArgs,
+    /// Warn when the data disk has less free space than this many GB.
+    #[arg(long, value_name = "GB", default_value_t = 100.0)]
+    min_free_gb: f64,
+    /// Print a JSON document.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+struct CheckArgs {
+    #[command(flatten)]
+    stack: StackArgs,
+    #[command(flatten)]
+    project: ProjectArgs,
+    #[command(flatten)]
+    host: HostArgs,
+    /// The GPU model ordered.
+    #[arg(long, value_name = "NAME")]
+    expect_gpu: Option<String>,
+    /// How many GPUs were ordered.
+    #[arg(long, value_name = "N")]
+    expect_gpus: Option<u32>,
+    /// Memory per GPU ordered, GB as sold (80).
+    #[arg(long, value_name = "GB")]
+    expect_gpu_memory: Option<f64>,
+    /// The driver promised: a specifier (`>=535`).
+    #[arg(long, value_name = "SPEC")]
+    expect_driver: Option<String>,
+    /// Logical CPUs ordered.
+    #[arg(long, value_name = "N")]
+    expect_cpus: Option<u32>,
+    /// Memory ordered, GiB.
+    #[arg(long, value_name = "GIB")]
+    expect_memory: Option<f64>,
+    /// Disk ordered, GB.
+    #[arg(long, value_name = "GB")]
+    expect_disk: Option<f64>,
+    /// The order as a TOML file with the same items (`gpu`, `gpus`, `gpu_memory`,
+    /// `driver`, `cpus`, `memory`, `disk`); flags given as well take precedence.
+    #[arg(long, value_name = "FILE")]
+    order: Option<std::path::PathBuf>,
+    /// Treat a conditional answer as a failure (exit 1).
+    #[arg(long)]
+    strict: bool,
+    /// Print a JSON document.
+    #[arg(long)]
+    json: bool,
+    /// How many builds the table shows (0: all).
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    limit: usize,
 }
 
 #[derive(Debug, Args)]
@@ -330,6 +394,26 @@ fn dispatch(cli: &Cli, out: &mut dyn Write) -> Result<Exit, CliError> {
             out.write_all(graph.to_dot().as_bytes())?;
             Ok(Exit::Ok)
         }
+        Command::Doctor(args) => {
+            let db = open_db(&cli.db)?;
+            let host = args.host.report()?;
+            let checks = crate::judge::doctor(
+                &db,
+                &host,
+                &crate::judge::DoctorOptions {
+                    min_free_gb: args.min_free_gb,
+                },
+            );
+            report::doctor(out, &db, &host, &checks, args.json)?;
+            Ok(
+                if checks.iter().any(|c| c.verdict == crate::judge::Verdict::Fail) {
+                    Exit::Findings
+                } else {
+                    Exit::Ok
+                },
+            )
+        }
+        Command::Check(args) => check(cli, args, out),
         Command::Show(args) => {
             let db = open_db(&cli.db)?;
             let found: Found<'_> = db.find(args.kind.into(), &args.name)?;
@@ -337,6 +421,87 @@ fn dispatch(cli: &Cli, out: &mut dyn Write) -> Result<Exit, CliError> {
             Ok(Exit::Ok)
         }
     }
+}
+
+fn check(cli: &Cli, args: &CheckArgs, out: &mut dyn Write) -> Result<Exit, CliError> {
+    let db = open_db(&cli.db)?;
+    let mut expect = match &args.order {
+        Some(path) => {
+            let text = fs_err::read_to_string(path)
+                .map_err(|e| CliError::Usage(format!("cannot read order `{}`: {e}", path.display())))?;
+            toml::from_str::<crate::judge::Expect>(&text)
+                .map_err(|e| CliError::Usage(format!("order `{}`: {}", path.display(), e.message())))?
+        }
+        None => crate::judge::Expect::default(),
+    };
+    macro_rules! flag {
+        ($field:ident, $arg:expr) => {
+            if let Some(v) = $arg.clone() {
+                expect.$field = Some(v);
+            }
+        };
+    }
+    flag!(gpu, args.expect_gpu);
+    flag!(gpus, args.expect_gpus);
+    flag!(gpu_memory, args.expect_gpu_memory);
+    flag!(driver, args.expect_driver);
+    flag!(cpus, args.expect_cpus);
+    flag!(memory, args.expect_memory);
+    flag!(disk, args.expect_disk);
+
+    let host = args.host.report()?;
+    let acceptance = crate::judge::accept(&db, &host, &expect).map_err(CliError::Usage)?;
+
+    // The project's needs from the flags and files; the machine from the host, unless a
+    // flag names it.
+    let mut q = args.stack.to_query(&db)?;
+    args.project.apply(&mut q)?;
+    let machine = crate::judge::machine_query(&db, &host);
+    if q.gpus.is_empty() {
+        q.gpus = machine.gpus;
+    }
+    if q.driver.is_none() {
+        q.driver = machine.driver;
+    }
+    if q.glibc.is_none() {
+        q.glibc = machine.glibc;
+    }
+    q.nvcc = machine.nvcc;
+    if q.python.is_empty() {
+        // Only the Pythons this host has.
+        let versions: Vec<String> = host
+            .pythons
+            .iter()
+            .filter_map(|p| p.version.as_deref())
+            .map(|v| v.split('.').take(2).collect::<Vec<_>>().join("."))
+            .collect();
+        if !versions.is_empty() {
+            let spec = versions.iter().map(|v| format!("=={v}")).collect::<Vec<_>>();
+            // One specifier cannot say "any of"; the first Python found decides.
+            q.python.push((
+                crate::model::parse_specifiers(&spec[0]).map_err(|e| CliError::Usage(e.to_string()))?,
+                "this host's python3".into(),
+            ));
+        }
+    }
+    let answer = resolve::resolve(&*db, &q)?;
+    let opts = report::QueryOpts {
+        json: args.json,
+        all: false,
+        limit: args.limit,
+    };
+    report::check(out, &q, &answer, &opts, &acceptance)?;
+    let accepted = acceptance.iter().all(|a| a.pass);
+    let verdict_ok = match answer.verdict {
+        Status::Compatible => true,
+        Status::Conditional => !args.strict,
+        Status::Incompatible => false,
+    };
+    Ok(if accepted && verdict_ok {
+        Exit::Ok
+    } else {
+        Exit::Findings
+    })
 }
 
 fn parse_url(flag: &str, text: &str) -> Result<reqwest::Url, CliError> {

@@ -46,36 +46,20 @@ fn spec(flag: &str, text: &str) -> Result<crate::model::VersionSpecifiers, CliEr
     parse_specifiers(text).map_err(|e| CliError::Usage(format!("{flag}: {e}")))
 }
 
-/// Splits `H100x8` / `H100 x 8` into name and count, when the name alone is not a GPU.
+/// A GPU by name, or `NAMExN` for N of them (the whole name is tried first).
 fn gpu_ask(db: &Db, text: &str) -> Result<GpuAsk, CliError> {
     if let Ok(g) = db.gpu(text) {
-        return Ok(GpuAsk {
-            gpu: g.clone(),
-            count: 1,
-        });
+        return Ok(GpuAsk { gpu: g.clone(), count: 1 });
     }
-    let trimmed = text.trim_end();
-    let digits = trimmed.len() - trimmed.trim_end_matches(|c: char| c.is_ascii_digit()).len();
-    if digits > 0 {
-        let head = trimmed[..trimmed.len() - digits].trim_end();
-        if let Some(name) = head.strip_suffix(['x', 'X', '×']) {
-            let count: u32 = trimmed[trimmed.len() - digits..]
-                .parse()
-                .map_err(|_| CliError::Usage(format!("--gpu `{text}`: the count is too large")))?;
-            if count == 0 {
-                return Err(CliError::Usage(format!(
-                    "--gpu `{text}`: the count must be at least 1"
-                )));
-            }
-            if let Ok(g) = db.gpu(name.trim_end()) {
-                return Ok(GpuAsk {
-                    gpu: g.clone(),
-                    count,
-                });
-            }
-        }
+    let (name, count) = crate::host::overrides::split_count(text);
+    let t = text.trim_end();
+    if t.trim_end_matches('0').len() < t.len() && t.trim_end_matches('0').ends_with(['x', '×', ' ']) {
+        return Err(CliError::Usage(format!("--gpu `{text}`: the count must be at least 1")));
     }
-    Err(db.gpu(text).expect_err("not found above").into())
+    match db.gpu(&name) {
+        Ok(g) => Ok(GpuAsk { gpu: g.clone(), count }),
+        Err(e) => Err(e.into()),
+    }
 }
 
 impl StackArgs {

@@ -6,7 +6,12 @@
 //! (that is `resolve`, fed with these facts), print, or talk to Docker directly (Docker
 //! facts come through the seam, from the `docker` module).
 
+mod nvml;
+pub mod overrides;
 pub mod parse;
+pub mod probe;
+pub mod system;
 pub mod types;
 
+pub use probe::{HostReport, ProbeOptions, PythonEnv, Sourced, TorchProbe, probe};
 pub use types::*;

@@ -6,6 +6,7 @@
 //! nothing here writes to stderr. No colour is used, so output reads the same everywhere,
 //! with or without `NO_COLOR`.
 
+mod host;
 mod query;
 
 use std::io::{self, Write};
@@ -16,6 +17,7 @@ use serde_json::{Map, Value, json};
 use crate::db::{Db, Found, Kind, Problem};
 use crate::upstream::Summary;
 
+pub use host::{check, doctor};
 pub use query::{QueryOpts, query};
 
 /// Version of every JSON document gpuenv prints. Bumped on any incompatible change.

@@ -132,25 +132,32 @@ fn stack_json(s: &Stack) -> Value {
     serde_json::to_value(s).unwrap_or(Value::Null)
 }
 
-/// Prints an answer.
-pub fn query(out: &mut dyn Write, q: &Query, a: &Answer, opts: &QueryOpts) -> io::Result<()> {
+/// The JSON document of an answer.
+pub(crate) fn answer_json(q: &Query, a: &Answer, opts: &QueryOpts) -> Value {
     let shown: Vec<&Stack> = a
         .stacks
         .iter()
         .filter(|s| opts.all || s.status != Status::Incompatible)
         .collect();
+    json!({
+        "schema_version": SCHEMA_VERSION,
+        "query": describe(q),
+        "verdict": a.verdict,
+        "stacks": shown.iter().map(|s| stack_json(s)).collect::<Vec<_>>(),
+        "suggestions": a.suggestions,
+    })
+}
+
+/// Prints an answer.
+pub fn query(out: &mut dyn Write, q: &Query, a: &Answer, opts: &QueryOpts) -> io::Result<()> {
     if opts.json {
-        return write_json(
-            out,
-            &json!({
-                "schema_version": SCHEMA_VERSION,
-                "query": describe(q),
-                "verdict": a.verdict,
-                "stacks": shown.iter().map(|s| stack_json(s)).collect::<Vec<_>>(),
-                "suggestions": a.suggestions,
-            }),
-        );
+        return write_json(out, &answer_json(q, a, opts));
     }
+    let shown: Vec<&Stack> = a
+        .stacks
+        .iter()
+        .filter(|s| opts.all || s.status != Status::Incompatible)
+        .collect();
     writeln!(out, "query: {}", describe(q))?;
     let builds = by_build(shown.iter().copied());
     let runnable = by_build(a.stacks.iter().filter(|s| s.status != Status::Incompatible)).len();

@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::db::{CudaRelease, Db, DriverBranch, Gpu, PythonRelease, TorchRelease};
+use crate::db::{self, CudaRelease, Db, DriverBranch, Gpu, PythonRelease, TorchRelease};
 use crate::model::{CudaVersion, DriverVersion, GlibcVersion, PartialDate, Variant, VersionSpecifiers};
 
 pub use index::Index;
@@ -327,3 +327,132 @@ pub fn resolve_with(ix: &Index<'_>, q: &Query) -> Result<Answer, QueryError> {
 
 #[cfg(test)]
 mod tests;
+
+/// A torch already installed on a host, as its Python reports it.
+#[derive(Debug, Clone, Default)]
+pub struct Installed {
+    /// `torch.__version__` (`2.4.1+cu121`, `2.4.1`, `2.5.0a0+872d972e41`).
+    pub version: String,
+    /// `torch.version.cuda`; `None` for a CPU build.
+    pub cuda: Option<String>,
+    /// `torch.cuda.get_arch_list()`; empty when torch could not initialise CUDA.
+    pub arch_list: Vec<String>,
+    /// The interpreter's `major.minor`.
+    pub python: String,
+}
+
+/// The database with the torch releases replaced (the build installed on a host).
+struct Overlay<'a> {
+    base: &'a dyn Catalog,
+    torch: Vec<TorchRelease>,
+}
+
+impl Catalog for Overlay<'_> {
+    fn torch(&self) -> &[TorchRelease] {
+        &self.torch
+    }
+    fn cuda(&self) -> &[CudaRelease] {
+        self.base.cuda()
+    }
+    fn drivers(&self) -> &[DriverBranch] {
+        self.base.drivers()
+    }
+    fn python(&self) -> &[PythonRelease] {
+        self.base.python()
+    }
+}
+
+/// Judges an installed torch against the machine facts of `q` (GPUs, driver, nvcc), with
+/// the same rules and finding codes as [`resolve`]. The arch list torch reports is the
+/// truth for its kernels; when it is empty (CUDA did not initialise), the database's list
+/// for that build is used, and when there is none either, the arch check says so.
+pub fn judge_installed(cat: &dyn Catalog, q: &Query, installed: &Installed) -> Result<Stack, QueryError> {
+    use crate::model::{ComputeCapability, PythonTag, parse_version, public};
+    let version = parse_version(&installed.version).map_err(|e| QueryError(e.to_string()))?;
+    let cuda: Option<CudaVersion> = match &installed.cuda {
+        Some(c) => Some(
+            c.parse()
+                .map_err(|e: crate::model::ParseError| QueryError(e.to_string()))?,
+        ),
+        None => None,
+    };
+    let tag = match &cuda {
+        Some(c) => Variant::for_cuda(c).ok_or_else(|| QueryError(format!("CUDA {c} has no variant tag")))?,
+        None => Variant::Cpu,
+    };
+    let release = public(&version);
+    let known = cat.torch().iter().find(|r| r.version == release);
+    let mut sass = Vec::new();
+    let mut ptx = Vec::new();
+    for a in &installed.arch_list {
+        if let Ok((cc, is_ptx)) = ComputeCapability::parse_nvcc(a) {
+            if is_ptx { ptx.push(cc) } else { sass.push(cc) }
+        }
+    }
+    let db_variant = known.and_then(|r| r.variant(tag));
+    if sass.is_empty() && ptx.is_empty() {
+        if let Some(v) = db_variant {
+            sass = v.sass.clone();
+            ptx = v.ptx.clone();
+        }
+    }
+    let python: PythonTag = format!("cp{}", installed.python.replace('.', ""))
+        .parse()
+        .map_err(|e: crate::model::ParseError| QueryError(format!("Python {}: {e}", installed.python)))?;
+    let variant = db::TorchVariant {
+        tag,
+        cuda: cuda
+            .as_ref()
+            .map(|c| CudaVersion::from_major_minor(c.major(), c.minor())),
+        cudart: None,
+        cudnn: db_variant.and_then(|v| v.cudnn.clone()),
+        nccl: db_variant.and_then(|v| v.nccl.clone()),
+        sass,
+        ptx,
+        python: None,
+        index_url: db_variant.map_or_else(
+            || format!("https://download.pytorch.org/whl/{tag}"),
+            |v| v.index_url.clone(),
+        ),
+        unverified: Vec::new(),
+        notes: None,
+        sources: db_variant.map(|v| v.sources.clone()).unwrap_or_default(),
+    };
+    let rel = TorchRelease {
+        id: release.to_string(),
+        version: release.clone(),
+        released: None,
+        requires_python: ">=3".parse().expect("valid specifiers"),
+        python: vec![python],
+        // Already installed: the platform tag no longer matters.
+        manylinux: "manylinux1_x86_64".parse().expect("valid tag"),
+        pypi_default: tag,
+        torchvision: known.and_then(|r| r.torchvision.clone()),
+        torchaudio: known.and_then(|r| r.torchaudio.clone()),
+        triton: None,
+        variants: vec![variant],
+        unverified: Vec::new(),
+        notes: None,
+        sources: known.map(|r| r.sources.clone()).unwrap_or_default(),
+    };
+    let overlay = Overlay {
+        base: cat,
+        torch: vec![rel],
+    };
+    let machine = Query {
+        gpus: q.gpus.clone(),
+        driver: q.driver.clone(),
+        nvcc: q.nvcc.clone(),
+        extensions: q.extensions,
+        today: q.today,
+        // Installed already: wheel tags and glibc are settled.
+        ..Query::default()
+    };
+    let ix = Index::new(&overlay);
+    let answer = resolve_with(&ix, &machine)?;
+    answer
+        .stacks
+        .into_iter()
+        .next()
+        .ok_or_else(|| QueryError("no stack".into()))
+}

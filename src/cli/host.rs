@@ -1,0 +1,85 @@
+//! Where host facts come from for `doctor` and `check`: the live machine (optionally
+//! recorded), or a recorded host replayed; then the `GPUENV_*` overrides.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+
+use super::CliError;
+use crate::host::system::{RealSystem, Recording, System};
+use crate::host::{HostReport, ProbeOptions, overrides, probe};
+
+/// How to probe the host.
+#[derive(Debug, Args, Clone, Default)]
+pub struct HostArgs {
+    /// Also probe this Python interpreter (repeatable).
+    #[arg(long = "python-path", value_name = "PATH")]
+    pub python: Vec<String>,
+    /// Save every raw answer of this host to DIR/host.json (a fixture for --host-facts).
+    #[arg(long, value_name = "DIR", conflicts_with = "host_facts")]
+    pub record: Option<PathBuf>,
+    /// Replay a recorded host (DIR/host.json or the file) instead of probing this one.
+    #[arg(long, value_name = "FILE")]
+    pub host_facts: Option<PathBuf>,
+    /// Seconds before one command is cut off.
+    #[arg(long, value_name = "SECONDS", default_value_t = 15)]
+    pub probe_timeout: u64,
+}
+
+impl HostArgs {
+    /// Probes (or replays) and applies the overrides.
+    pub fn report(&self) -> Result<HostReport, CliError> {
+        let opts = ProbeOptions {
+            pythons: self.python.clone(),
+            deadline: Duration::from_secs(self.probe_timeout.max(1) + 5),
+        };
+        let mut report = match &self.host_facts {
+            Some(path) => {
+                let record = Recording::load(path).map_err(CliError::Usage)?;
+                probe(Arc::new(Recording::replay(record)), &opts)
+            }
+            None => {
+                let real: Box<dyn System> = Box::new(RealSystem {
+                    timeout: Duration::from_secs(self.probe_timeout.max(1)),
+                    docker: Box::new(|| {
+                        crate::docker::info(Duration::from_secs(5)).map_err(|e| e.to_string())
+                    }),
+                });
+                match &self.record {
+                    None => probe(Arc::from(real), &opts),
+                    Some(dir) => {
+                        let rec = Arc::new(Recording::capture(
+                            real,
+                            format!("recorded by gpuenv {}", env!("CARGO_PKG_VERSION")),
+                        ));
+                        let report = probe(rec.clone(), &opts);
+                        save(dir, &rec)?;
+                        report
+                    }
+                }
+            }
+        };
+        overrides::apply(&mut report, |k| std::env::var(k).ok())
+            .map_err(|e| CliError::Usage(e.to_string()))?;
+        Ok(report)
+    }
+}
+
+fn save(dir: &std::path::Path, rec: &Recording) -> Result<(), CliError> {
+    let werr = |e: std::io::Error| {
+        CliError::Usage(format!(
+            "cannot write the host record to `{}`: {e}",
+            dir.display()
+        ))
+    };
+    fs_err::create_dir_all(dir).map_err(werr)?;
+    let json = serde_json::to_string_pretty(&rec.record())
+        .map_err(std::io::Error::other)
+        .map_err(werr)?;
+    // Write then rename, so an interrupted record never looks complete.
+    let tmp = dir.join(".host.json.partial");
+    fs_err::write(&tmp, json).map_err(werr)?;
+    fs_err::rename(&tmp, dir.join("host.json")).map_err(werr)
+}

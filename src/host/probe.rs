@@ -1,0 +1,616 @@
+//! The probes, in their documented order, run concurrently with a deadline.
+//!
+//! Order, and why:
+//! 1. GPUs and driver: NVML first (what CUDA itself asks; exact CUDA version), then
+//!    `/proc/driver/nvidia/version` (the loaded kernel module, even when user space is
+//!    broken), then `nvidia-smi -q -x` (everything per GPU), then `nvidia-smi --query-gpu`
+//!    CSV (older or stripped installs), then the plain table (its "CUDA Version"). A missing
+//!    source means "next source"; `nvidia-smi topo -m` adds the interconnect.
+//! 2. CUDA toolkits: `nvcc` on PATH, then `/usr/local/cuda*/version.json` or `version.txt`.
+//! 3. cuDNN and NCCL: headers at the known paths, then `ldconfig -p`; pip packages come
+//!    with the Python probe.
+//! 4. Pythons: `--python`, the active venv (`VIRTUAL_ENV`) or conda env (`CONDA_PREFIX`),
+//!    then `python3` on PATH: one subprocess each, printing JSON.
+//! 5. Containers: the Docker Engine (through the seam) and `nvidia-ctk --version`.
+//! 6. System: `/etc/os-release`, glibc, kernel, CPU, memory, disks.
+//!
+//! Each group runs on its own thread; one that is not done by the deadline is reported as
+//! timed out and left behind, so a hung `nvidia-smi` cannot hang `doctor`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use super::parse;
+use super::system::{NvmlProbe, Outcome, System};
+use super::types::*;
+use crate::docker::EngineInfo;
+use crate::model::{CudaVersion, DriverVersion, GlibcVersion};
+
+/// A fact and where it came from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Sourced<T> {
+    /// The value.
+    pub value: T,
+    /// `nvml`, `nvidia-smi -q -x`, `/proc/driver/nvidia/version`, `GPUENV_DRIVER`...
+    pub source: String,
+}
+
+impl<T> Sourced<T> {
+    fn new(value: T, source: impl Into<String>) -> Self {
+        Sourced {
+            value,
+            source: source.into(),
+        }
+    }
+}
+
+/// A CUDA toolkit found on disk.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Toolkit {
+    /// Its version.
+    pub version: CudaVersion,
+    /// Where (`/usr/local/cuda-12.4`).
+    pub path: String,
+    /// Whether it has `bin/nvcc` (a devel install).
+    pub nvcc: bool,
+    /// The file the version was read from.
+    pub source: String,
+}
+
+/// A library found (cuDNN, NCCL).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LibFound {
+    /// Its version, when the file says.
+    pub version: Option<String>,
+    /// Where.
+    pub path: String,
+    /// How it was found: `header`, `ldconfig`.
+    pub source: String,
+}
+
+/// What torch says about itself inside one Python.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TorchProbe {
+    /// `torch.__version__`.
+    pub version: String,
+    /// `torch.version.cuda` (`None` for a CPU build).
+    pub cuda: Option<String>,
+    /// `torch.backends.cudnn.version()` (`90100` for 9.1.0).
+    pub cudnn: Option<i64>,
+    /// `torch.cuda.nccl.version()`.
+    pub nccl: Option<String>,
+    /// `torch.cuda.is_available()`.
+    pub cuda_available: bool,
+    /// Why not, when it raised.
+    pub cuda_error: Option<String>,
+    /// Warnings `is_available()` raised (torch explains a too-old driver there).
+    pub cuda_warnings: Vec<String>,
+    /// `torch.cuda.get_arch_list()`.
+    pub arch_list: Vec<String>,
+    /// Device names torch sees.
+    pub devices: Vec<String>,
+}
+
+/// One Python interpreter and what is installed in it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PythonEnv {
+    /// The interpreter as found.
+    pub path: String,
+    /// How it was found: `--python`, `VIRTUAL_ENV`, `CONDA_PREFIX`, `PATH`.
+    pub origin: String,
+    /// `3.11.7`.
+    pub version: Option<String>,
+    /// torch, when importable.
+    pub torch: Option<TorchProbe>,
+    /// Why torch could not be imported, when it is installed but broken.
+    pub torch_error: Option<String>,
+    /// `nvidia-*`, torch, torchvision, torchaudio, triton distributions and versions.
+    pub packages: BTreeMap<String, String>,
+    /// Why the probe itself failed.
+    pub error: Option<String>,
+}
+
+/// A probe that failed or was cut off.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProbeIssue {
+    /// Which probe group.
+    pub probe: String,
+    /// What happened.
+    pub message: String,
+}
+
+/// Everything the probes found.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HostReport {
+    /// The user-space driver version.
+    pub driver: Option<Sourced<DriverVersion>>,
+    /// The CUDA version the driver supports.
+    pub driver_cuda: Option<Sourced<CudaVersion>>,
+    /// The loaded kernel module.
+    pub kernel_module: Option<Sourced<KernelModule>>,
+    /// GPUs.
+    pub gpus: Vec<GpuInfo>,
+    /// Where the GPU list came from.
+    pub gpus_source: Option<String>,
+    /// Why no GPU list could be read (no GPU, no driver, a mismatch...).
+    pub gpu_failure: Option<SmiFailure>,
+    /// GPU interconnect.
+    pub topology: Option<Sourced<Topology>>,
+    /// `nvcc` on PATH.
+    pub nvcc: Option<Sourced<CudaVersion>>,
+    /// Toolkits under `/usr/local`.
+    pub toolkits: Vec<Toolkit>,
+    /// cuDNN libraries and headers of the system (not pip's).
+    pub cudnn: Vec<LibFound>,
+    /// NCCL libraries and headers of the system.
+    pub nccl: Vec<LibFound>,
+    /// Python interpreters.
+    pub pythons: Vec<PythonEnv>,
+    /// The Docker Engine, or why it did not answer.
+    pub docker: Option<Result<EngineInfo, String>>,
+    /// `nvidia-ctk` version.
+    pub nvidia_ctk: Option<String>,
+    /// `/etc/os-release`.
+    pub os: Option<OsRelease>,
+    /// glibc.
+    pub glibc: Option<Sourced<GlibcVersion>>,
+    /// Kernel release.
+    pub kernel: Option<String>,
+    /// CPU.
+    pub cpu: Option<CpuInfo>,
+    /// Total memory, KiB.
+    pub memory_kib: Option<u64>,
+    /// Filesystems.
+    pub mounts: Vec<Mount>,
+    /// Probes that failed or were cut off.
+    pub issues: Vec<ProbeIssue>,
+    /// `GPUENV_*` overrides applied.
+    pub overrides: Vec<String>,
+}
+
+/// How to probe.
+#[derive(Debug, Clone)]
+pub struct ProbeOptions {
+    /// Interpreters named with `--python`.
+    pub pythons: Vec<String>,
+    /// Deadline for all probes.
+    pub deadline: Duration,
+}
+
+impl Default for ProbeOptions {
+    fn default() -> Self {
+        ProbeOptions {
+            pythons: Vec::new(),
+            deadline: Duration::from_secs(20),
+        }
+    }
+}
+
+/// The Python probe script, run as `python -c`.
+pub const PYTHON_PROBE: &str = include_str!("python_probe.py");
+
+/// A partial report from one probe group.
+type Part = Box<dyn FnOnce(&mut HostReport) + Send>;
+
+/// A probe group: reads the system, returns its part of the report.
+type Group = Box<dyn FnOnce(&dyn System) -> Part + Send>;
+
+/// Runs every probe and assembles the report.
+pub fn probe(sys: Arc<dyn System>, opts: &ProbeOptions) -> HostReport {
+    let (tx, rx) = mpsc::channel::<(&'static str, Part)>();
+    let groups: Vec<(&'static str, Group)> = vec![
+        ("gpus", Box::new(probe_gpus)),
+        ("toolkits", Box::new(probe_toolkits)),
+        ("libraries", Box::new(probe_libraries)),
+        ("pythons", {
+            let pythons = opts.pythons.clone();
+            Box::new(move |s: &dyn System| probe_pythons(s, &pythons))
+        }),
+        ("containers", Box::new(probe_containers)),
+        ("system", Box::new(probe_system)),
+    ];
+    let names: Vec<&'static str> = groups.iter().map(|(n, _)| *n).collect();
+    for (name, f) in groups {
+        let tx = tx.clone();
+        let sys = sys.clone();
+        std::thread::spawn(move || {
+            let part = f(sys.as_ref());
+            let _ = tx.send((name, part));
+        });
+    }
+    drop(tx);
+    let mut report = HostReport::default();
+    let mut parts: Vec<(&'static str, Part)> = Vec::new();
+    let end = Instant::now() + opts.deadline;
+    while parts.len() < names.len() {
+        let left = end.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(p) => parts.push(p),
+            Err(_) => break,
+        }
+    }
+    // Apply in the documented order, whatever order the threads finished in.
+    for name in &names {
+        match parts.iter().position(|(n, _)| n == name) {
+            Some(i) => {
+                let (_, part) = parts.remove(i);
+                part(&mut report);
+            }
+            None => report.issues.push(ProbeIssue {
+                probe: (*name).to_string(),
+                message: format!("did not finish within {:?}; its facts are missing", opts.deadline),
+            }),
+        }
+    }
+    report
+}
+
+fn probe_gpus(sys: &dyn System) -> Part {
+    let mut driver: Option<Sourced<DriverVersion>> = None;
+    let mut driver_cuda: Option<Sourced<CudaVersion>> = None;
+    let mut gpus: Vec<GpuInfo> = Vec::new();
+    let mut gpus_source = None;
+    let mut failure = None;
+    let mut issues = Vec::new();
+
+    match sys.nvml() {
+        NvmlProbe::Read {
+            driver: d,
+            cuda_driver,
+            gpus: g,
+        } => {
+            driver = d.parse().ok().map(|v| Sourced::new(v, "nvml"));
+            driver_cuda = cuda_driver
+                .map(|c| CudaVersion::from_major_minor((c / 1000) as u32, ((c % 1000) / 10) as u32))
+                .map(|v| Sourced::new(v, "nvml"));
+            gpus = g;
+            gpus_source = Some("nvml".to_string());
+        }
+        NvmlProbe::Failed { error } => issues.push(ProbeIssue {
+            probe: "nvml".into(),
+            message: error,
+        }),
+        NvmlProbe::Unavailable { .. } => {}
+    }
+
+    let kernel_module = sys
+        .read("/proc/driver/nvidia/version")
+        .and_then(|t| parse::proc_driver_version(&t))
+        .map(|k| Sourced::new(k, "/proc/driver/nvidia/version"));
+
+    if gpus_source.is_none() {
+        let xml = sys.run("nvidia-smi", &["-q", "-x"]);
+        if xml.ok() {
+            match parse::smi_xml(&xml.stdout) {
+                Ok(r) => {
+                    gpus = r.gpus;
+                    gpus_source = Some("nvidia-smi -q -x".into());
+                    if driver.is_none() {
+                        driver = r.driver.version.map(|v| Sourced::new(v, "nvidia-smi -q -x"));
+                    }
+                    if driver_cuda.is_none() {
+                        driver_cuda = r.driver.cuda.map(|v| Sourced::new(v, "nvidia-smi -q -x"));
+                    }
+                }
+                Err(e) => issues.push(ProbeIssue {
+                    probe: "nvidia-smi -q -x".into(),
+                    message: e,
+                }),
+            }
+        } else if xml.outcome == Outcome::NotFound {
+            failure = Some(SmiFailure::NotFound);
+        } else {
+            failure = Some(parse::smi_failure(xml.status, &xml.stdout, &xml.stderr));
+        }
+        if gpus_source.is_none() && failure.is_none() {
+            let query = format!("--query-gpu={}", parse::SMI_QUERY_FIELDS);
+            let csv = sys.run("nvidia-smi", &[&query, "--format=csv,noheader,nounits"]);
+            if csv.ok() {
+                if let Ok(r) = parse::smi_csv(&csv.stdout) {
+                    gpus = r.gpus;
+                    gpus_source = Some("nvidia-smi --query-gpu".into());
+                    if driver.is_none() {
+                        driver = r
+                            .driver
+                            .version
+                            .map(|v| Sourced::new(v, "nvidia-smi --query-gpu"));
+                    }
+                }
+            }
+        }
+        if gpus_source.is_some() && driver_cuda.is_none() {
+            let table = sys.run("nvidia-smi", &[]);
+            if table.ok() {
+                driver_cuda = parse::smi_table_cuda(&table.stdout).map(|v| Sourced::new(v, "nvidia-smi"));
+            }
+        }
+    }
+    // The kernel module answers for the driver when user space cannot (a mismatch).
+    if driver.is_none() {
+        driver = kernel_module
+            .as_ref()
+            .map(|k| Sourced::new(k.value.version.clone(), "/proc/driver/nvidia/version"));
+    }
+    if gpus.is_empty() && failure.is_none() && gpus_source.is_some() {
+        failure = Some(SmiFailure::NoDevices);
+    }
+    let topology = if gpus.len() > 1 {
+        let t = sys.run("nvidia-smi", &["topo", "-m"]);
+        if t.ok() {
+            parse::smi_topo(&t.stdout)
+                .ok()
+                .map(|t| Sourced::new(t, "nvidia-smi topo -m"))
+        } else {
+            None
+        }
+    } else {
+        None
+    };
+    Box::new(move |r: &mut HostReport| {
+        r.driver = driver;
+        r.driver_cuda = driver_cuda;
+        r.kernel_module = kernel_module;
+        r.gpus = gpus;
+        r.gpus_source = gpus_source;
+        r.gpu_failure = failure;
+        r.topology = topology;
+        r.issues.extend(issues);
+    })
+}
+
+fn probe_toolkits(sys: &dyn System) -> Part {
+    let nvcc_out = sys.run("nvcc", &["--version"]);
+    let nvcc = if nvcc_out.ok() {
+        parse::nvcc_version(&nvcc_out.stdout).map(|v| Sourced::new(v, "nvcc --version"))
+    } else {
+        None
+    };
+    let mut toolkits = Vec::new();
+    for name in sys.list("/usr/local").unwrap_or_default() {
+        if !name.starts_with("cuda") {
+            continue;
+        }
+        let path = format!("/usr/local/{name}");
+        let json_path = format!("{path}/version.json");
+        let txt_path = format!("{path}/version.txt");
+        let found = sys
+            .read(&json_path)
+            .and_then(|t| parse::cuda_version_json(&t))
+            .map(|v| (v, json_path))
+            .or_else(|| {
+                sys.read(&txt_path)
+                    .and_then(|t| parse::cuda_version_txt(&t))
+                    .map(|v| (v, txt_path))
+            });
+        if let Some((version, source)) = found {
+            let has_nvcc = sys
+                .list(&format!("{path}/bin"))
+                .is_some_and(|b| b.iter().any(|f| f == "nvcc"));
+            toolkits.push(Toolkit {
+                version,
+                path,
+                nvcc: has_nvcc,
+                source,
+            });
+        }
+    }
+    Box::new(move |r: &mut HostReport| {
+        r.nvcc = nvcc;
+        r.toolkits = toolkits;
+    })
+}
+
+/// Where cuDNN and NCCL headers are installed by NVIDIA's packages and tarballs.
+const CUDNN_HEADERS: [&str; 4] = [
+    "/usr/include/cudnn_version.h",
+    "/usr/include/x86_64-linux-gnu/cudnn_version_v9.h",
+    "/usr/include/x86_64-linux-gnu/cudnn_version_v8.h",
+    "/usr/local/cuda/include/cudnn_version.h",
+];
+const NCCL_HEADERS: [&str; 2] = ["/usr/include/nccl.h", "/usr/local/cuda/include/nccl.h"];
+
+fn probe_libraries(sys: &dyn System) -> Part {
+    let mut cudnn = Vec::new();
+    let mut nccl = Vec::new();
+    for h in CUDNN_HEADERS {
+        if let Some(v) = sys.read(h).and_then(|t| parse::cudnn_header(&t)) {
+            cudnn.push(LibFound {
+                version: Some(v.to_string()),
+                path: h.to_string(),
+                source: "header".into(),
+            });
+        }
+    }
+    for h in NCCL_HEADERS {
+        if let Some(v) = sys.read(h).and_then(|t| parse::nccl_header(&t)) {
+            nccl.push(LibFound {
+                version: Some(v.to_string()),
+                path: h.to_string(),
+                source: "header".into(),
+            });
+        }
+    }
+    let ld = sys.run("ldconfig", &["-p"]);
+    if ld.ok() {
+        for lib in parse::ldconfig(&ld.stdout) {
+            // The versioned file name (libcudnn.so.9.1.0) says the full version; the link
+            // name (libcudnn.so.9) only the major.
+            let file = lib.path.rsplit('/').next().unwrap_or(&lib.path).to_string();
+            if lib.name.starts_with("libcudnn.so") {
+                cudnn.push(LibFound {
+                    version: parse::lib_version(&file, "libcudnn.so.")
+                        .or_else(|| parse::lib_version(&lib.name, "libcudnn.so.")),
+                    path: lib.path.clone(),
+                    source: "ldconfig".into(),
+                });
+            } else if lib.name.starts_with("libnccl.so") {
+                nccl.push(LibFound {
+                    version: parse::lib_version(&file, "libnccl.so.")
+                        .or_else(|| parse::lib_version(&lib.name, "libnccl.so.")),
+                    path: lib.path.clone(),
+                    source: "ldconfig".into(),
+                });
+            }
+        }
+    }
+    Box::new(move |r: &mut HostReport| {
+        r.cudnn = cudnn;
+        r.nccl = nccl;
+    })
+}
+
+fn probe_pythons(sys: &dyn System, named: &[String]) -> Part {
+    let mut candidates: Vec<(String, String)> = named
+        .iter()
+        .map(|p| (p.clone(), "--python".to_string()))
+        .collect();
+    if let Some(v) = sys.env("VIRTUAL_ENV") {
+        candidates.push((format!("{v}/bin/python"), "VIRTUAL_ENV".into()));
+    }
+    if let Some(c) = sys.env("CONDA_PREFIX") {
+        candidates.push((format!("{c}/bin/python"), "CONDA_PREFIX".into()));
+    }
+    candidates.push(("python3".into(), "PATH".into()));
+    let mut pythons: Vec<PythonEnv> = Vec::new();
+    for (path, origin) in candidates {
+        let out = sys.run(&path, &["-c", PYTHON_PROBE]);
+        let mut env = PythonEnv {
+            path: path.clone(),
+            origin,
+            ..PythonEnv::default()
+        };
+        if out.outcome == Outcome::NotFound {
+            if env.origin == "PATH" {
+                continue; // no python3 on PATH is a fact, reported by its absence
+            }
+            env.error = Some(format!("`{path}` not found"));
+        } else if !out.ok() {
+            let first = out
+                .stderr
+                .lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("no output");
+            env.error = Some(format!(
+                "the probe failed ({}): {first}",
+                describe(&out.outcome, out.status)
+            ));
+        } else {
+            read_python_json(&out.stdout, &mut env);
+        }
+        // The same interpreter reached twice (a venv's python3 on PATH) is reported once.
+        let dup = pythons.iter().any(|p| {
+            p.error.is_none()
+                && env.error.is_none()
+                && p.version == env.version
+                && p.packages == env.packages
+                && p.torch == env.torch
+        });
+        if !dup {
+            pythons.push(env);
+        }
+    }
+    Box::new(move |r: &mut HostReport| r.pythons = pythons)
+}
+
+fn describe(o: &Outcome, status: Option<i32>) -> String {
+    match o {
+        Outcome::Exited => format!("exit {}", status.map_or("?".to_string(), |s| s.to_string())),
+        Outcome::NotFound => "not found".into(),
+        Outcome::TimedOut => "timed out".into(),
+        Outcome::Failed(e) => e.clone(),
+    }
+}
+
+/// Reads the probe's JSON into `env`.
+pub fn read_python_json(text: &str, env: &mut PythonEnv) {
+    let v: serde_json::Value = match serde_json::from_str(text.trim()) {
+        Ok(v) => v,
+        Err(e) => {
+            env.error = Some(format!("the probe printed something other than JSON: {e}"));
+            return;
+        }
+    };
+    let s = |x: &serde_json::Value| x.as_str().map(str::to_string);
+    env.version = s(&v["python"]);
+    if let Some(pk) = v["packages"].as_object() {
+        env.packages = pk
+            .iter()
+            .filter_map(|(k, v)| v.as_str().map(|s| (k.clone(), s.to_string())))
+            .collect();
+    }
+    env.torch_error = s(&v["torch_import_error"]);
+    if let Some(t) = v.get("torch").filter(|t| t.is_object()) {
+        let list = |x: &serde_json::Value| {
+            x.as_array()
+                .map(|a| a.iter().filter_map(|i| i.as_str().map(str::to_string)).collect())
+                .unwrap_or_default()
+        };
+        env.torch = Some(TorchProbe {
+            version: s(&t["version"]).unwrap_or_default(),
+            cuda: s(&t["cuda"]),
+            cudnn: t["cudnn"].as_i64(),
+            nccl: s(&t["nccl"]),
+            cuda_available: t["cuda_available"].as_bool().unwrap_or(false),
+            cuda_error: s(&t["cuda_error"]),
+            cuda_warnings: list(&t["cuda_warnings"]),
+            arch_list: list(&t["arch_list"]),
+            devices: list(&t["devices"]),
+        });
+    }
+}
+
+fn probe_containers(sys: &dyn System) -> Part {
+    let docker = sys.docker();
+    let ctk = sys.run("nvidia-ctk", &["--version"]);
+    let nvidia_ctk = if ctk.ok() {
+        parse::nvidia_ctk_version(&ctk.stdout)
+    } else {
+        None
+    };
+    Box::new(move |r: &mut HostReport| {
+        r.docker = Some(docker);
+        r.nvidia_ctk = nvidia_ctk;
+    })
+}
+
+fn probe_system(sys: &dyn System) -> Part {
+    let os = sys.read("/etc/os-release").map(|t| parse::os_release(&t));
+    let ldd = sys.run("ldd", &["--version"]);
+    let mut glibc = if ldd.ok() {
+        parse::ldd_version(&ldd.stdout).map(|v| Sourced::new(v, "ldd --version"))
+    } else {
+        None
+    };
+    if glibc.is_none() {
+        let g = sys.run("getconf", &["GNU_LIBC_VERSION"]);
+        if g.ok() {
+            glibc = parse::getconf_glibc(&g.stdout).map(|v| Sourced::new(v, "getconf GNU_LIBC_VERSION"));
+        }
+    }
+    let kernel = sys
+        .read("/proc/sys/kernel/osrelease")
+        .map(|k| k.trim().to_string());
+    let cpu = sys.read("/proc/cpuinfo").map(|t| parse::cpuinfo(&t));
+    let memory_kib = sys
+        .read("/proc/meminfo")
+        .and_then(|t| parse::meminfo_total_kib(&t));
+    let dfo = sys.run("df", &["-PkT"]);
+    let mounts = if dfo.ok() {
+        parse::df(&dfo.stdout)
+    } else {
+        Vec::new()
+    };
+    Box::new(move |r: &mut HostReport| {
+        r.os = os;
+        r.glibc = glibc;
+        r.kernel = kernel;
+        r.cpu = cpu;
+        r.memory_kib = memory_kib;
+        r.mounts = mounts;
+    })
+}

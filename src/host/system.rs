@@ -1,0 +1,385 @@
+//! The seam between the probes and the machine: commands, files, directories, environment
+//! variables, NVML and the Docker Engine. [`RealSystem`] touches the machine;
+//! [`Recording`] replays (and, wrapped around a real one, captures) a host, so tests and
+//! `--host-facts` see exactly what a real host answered.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use super::types::GpuInfo;
+use crate::docker::EngineInfo;
+
+/// How a command ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Outcome {
+    /// It ran and exited (see `status`).
+    Exited,
+    /// No such program.
+    NotFound,
+    /// Killed after the timeout.
+    TimedOut,
+    /// It could not be started for another reason.
+    Failed(String),
+}
+
+/// What a command printed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CmdOutput {
+    /// How it ended.
+    pub outcome: Outcome,
+    /// Exit status, when it exited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<i32>,
+    /// Standard output (lossy UTF-8).
+    #[serde(default)]
+    pub stdout: String,
+    /// Standard error (lossy UTF-8).
+    #[serde(default)]
+    pub stderr: String,
+}
+
+impl CmdOutput {
+    /// Exited with status 0.
+    pub fn ok(&self) -> bool {
+        self.outcome == Outcome::Exited && self.status == Some(0)
+    }
+
+    fn not_found() -> CmdOutput {
+        CmdOutput {
+            outcome: Outcome::NotFound,
+            status: None,
+            stdout: String::new(),
+            stderr: String::new(),
+        }
+    }
+}
+
+/// What NVML said.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "state")]
+pub enum NvmlProbe {
+    /// The library is not installed: not an error, the next source answers.
+    Unavailable {
+        /// Why it could not be loaded.
+        reason: String,
+    },
+    /// The library loaded but failed (e.g. "Driver/library version mismatch").
+    Failed {
+        /// NVML's error.
+        error: String,
+    },
+    /// Its readings.
+    Read {
+        /// `535.104.05`.
+        driver: String,
+        /// `cuDriverGetVersion` as NVML reports it (12020 for 12.2).
+        cuda_driver: Option<i32>,
+        /// Every GPU.
+        gpus: Vec<GpuInfo>,
+    },
+}
+
+/// The machine as the probes see it.
+pub trait System: Send + Sync {
+    /// Runs a program (looked up on PATH) with arguments, cut off after the system's timeout.
+    fn run(&self, program: &str, args: &[&str]) -> CmdOutput;
+    /// A file's text; `None` when it does not exist or cannot be read.
+    fn read(&self, path: &str) -> Option<String>;
+    /// A directory's entry names; `None` when it does not exist.
+    fn list(&self, dir: &str) -> Option<Vec<String>>;
+    /// An environment variable.
+    fn env(&self, key: &str) -> Option<String>;
+    /// NVML's readings.
+    fn nvml(&self) -> NvmlProbe;
+    /// The Docker Engine's answer.
+    fn docker(&self) -> Result<EngineInfo, String>;
+}
+
+/// The real machine.
+pub struct RealSystem {
+    /// Cut-off for each command.
+    pub timeout: Duration,
+    /// How to ask the Docker Engine (injected by the caller: `host` never talks to Docker).
+    pub docker: Box<dyn Fn() -> Result<EngineInfo, String> + Send + Sync>,
+}
+
+impl System for RealSystem {
+    fn run(&self, program: &str, args: &[&str]) -> CmdOutput {
+        run_with_timeout(program, args, self.timeout)
+    }
+
+    fn read(&self, path: &str) -> Option<String> {
+        // Bounded: a probe never needs more than a few MiB of any file.
+        let mut f = std::fs::File::open(path).ok()?;
+        let mut buf = Vec::new();
+        f.by_ref().take(8 << 20).read_to_end(&mut buf).ok()?;
+        Some(String::from_utf8_lossy(&buf).into_owned())
+    }
+
+    fn list(&self, dir: &str) -> Option<Vec<String>> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .ok()?
+            .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+            .collect();
+        names.sort();
+        Some(names)
+    }
+
+    fn env(&self, key: &str) -> Option<String> {
+        std::env::var(key).ok()
+    }
+
+    fn nvml(&self) -> NvmlProbe {
+        super::nvml::read()
+    }
+
+    fn docker(&self) -> Result<EngineInfo, String> {
+        (self.docker)()
+    }
+}
+
+/// Runs a command, killing it after `timeout`. Output is read on threads so a chatty
+/// child cannot block on a full pipe while we wait.
+pub fn run_with_timeout(program: &str, args: &[&str], timeout: Duration) -> CmdOutput {
+    let mut child = match Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return CmdOutput::not_found(),
+        Err(e) => {
+            return CmdOutput {
+                outcome: Outcome::Failed(e.to_string()),
+                status: None,
+                stdout: String::new(),
+                stderr: String::new(),
+            };
+        }
+    };
+    let reader = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut p) = pipe {
+                let _ = p.by_ref().take(16 << 20).read_to_end(&mut buf);
+            }
+            String::from_utf8_lossy(&buf).into_owned()
+        })
+    };
+    let out = reader(child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let err = reader(child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let start = Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break Some(s),
+            Ok(None) if start.elapsed() >= timeout => {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(2)),
+            Err(_) => break None,
+        }
+    };
+    let stdout = out.join().unwrap_or_default();
+    let stderr = err.join().unwrap_or_default();
+    match status {
+        Some(s) => CmdOutput {
+            outcome: Outcome::Exited,
+            status: s.code(),
+            stdout,
+            stderr,
+        },
+        None => CmdOutput {
+            outcome: Outcome::TimedOut,
+            status: None,
+            stdout,
+            stderr,
+        },
+    }
+}
+
+/// Everything a host answered: the `--record` fixture format and `--host-facts` input.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct HostRecord {
+    /// Format version of this file.
+    pub gpuenv_host_record: u32,
+    /// Free text: where and when it was recorded.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub description: String,
+    /// Commands, keyed by the command line (`nvidia-smi -q -x`).
+    #[serde(default)]
+    pub commands: BTreeMap<String, CmdOutput>,
+    /// Files read (`null`: absent).
+    #[serde(default)]
+    pub files: BTreeMap<String, Option<String>>,
+    /// Directories listed (`null`: absent).
+    #[serde(default)]
+    pub dirs: BTreeMap<String, Option<Vec<String>>>,
+    /// Environment variables asked for (`null`: unset).
+    #[serde(default)]
+    pub env: BTreeMap<String, Option<String>>,
+    /// NVML's answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nvml: Option<NvmlProbe>,
+    /// The Docker Engine's answer (`Err` text when unreachable).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub docker: Option<Result<EngineInfo, String>>,
+}
+
+/// The key a command is recorded under.
+pub fn command_key(program: &str, args: &[&str]) -> String {
+    std::iter::once(program)
+        .chain(args.iter().copied())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A recorded host: replays its answers, and when built around a real system, records
+/// every answer it passes on.
+pub struct Recording {
+    inner: Option<Box<dyn System>>,
+    record: Mutex<HostRecord>,
+}
+
+impl Recording {
+    /// Replays a record; anything it lacks reads as absent.
+    pub fn replay(record: HostRecord) -> Recording {
+        Recording {
+            inner: None,
+            record: Mutex::new(record),
+        }
+    }
+
+    /// Records everything `inner` answers.
+    pub fn capture(inner: Box<dyn System>, description: String) -> Recording {
+        Recording {
+            inner: Some(inner),
+            record: Mutex::new(HostRecord {
+                gpuenv_host_record: 1,
+                description,
+                ..HostRecord::default()
+            }),
+        }
+    }
+
+    /// The record so far.
+    pub fn record(&self) -> HostRecord {
+        self.record.lock().map(|r| r.clone()).unwrap_or_default()
+    }
+
+    /// Reads a record from a file, or from `host.json` in a directory.
+    pub fn load(path: &Path) -> Result<HostRecord, String> {
+        let file = if path.is_dir() {
+            path.join("host.json")
+        } else {
+            path.to_path_buf()
+        };
+        let text = fs_err::read_to_string(&file)
+            .map_err(|e| format!("cannot read host record `{}`: {}", file.display(), io_kind(&e)))?;
+        let record: HostRecord = serde_json::from_str(&text)
+            .map_err(|e| format!("`{}` is not a gpuenv host record: {e}", file.display()))?;
+        if record.gpuenv_host_record != 1 {
+            return Err(format!(
+                "`{}`: unsupported host record version {}",
+                file.display(),
+                record.gpuenv_host_record
+            ));
+        }
+        Ok(record)
+    }
+
+    fn with<T: Clone>(
+        &self,
+        get: impl Fn(&HostRecord) -> Option<T>,
+        live: impl FnOnce(&dyn System) -> T,
+        put: impl FnOnce(&mut HostRecord, T),
+    ) -> Option<T> {
+        match &self.inner {
+            None => self.record.lock().ok().and_then(|r| get(&r)),
+            Some(sys) => {
+                let v = live(sys.as_ref());
+                if let Ok(mut r) = self.record.lock() {
+                    put(&mut r, v.clone());
+                }
+                Some(v)
+            }
+        }
+    }
+}
+
+fn io_kind(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => "no such file".into(),
+        std::io::ErrorKind::PermissionDenied => "permission denied".into(),
+        _ => e.to_string(),
+    }
+}
+
+impl System for Recording {
+    fn run(&self, program: &str, args: &[&str]) -> CmdOutput {
+        let key = command_key(program, args);
+        self.with(
+            |r| r.commands.get(&key).cloned(),
+            |s| s.run(program, args),
+            |r, v| {
+                r.commands.insert(key.clone(), v);
+            },
+        )
+        .unwrap_or_else(CmdOutput::not_found)
+    }
+
+    fn read(&self, path: &str) -> Option<String> {
+        self.with(
+            |r| r.files.get(path).cloned(),
+            |s| s.read(path),
+            |r, v| {
+                r.files.insert(path.to_string(), v);
+            },
+        )
+        .flatten()
+    }
+
+    fn list(&self, dir: &str) -> Option<Vec<String>> {
+        self.with(
+            |r| r.dirs.get(dir).cloned(),
+            |s| s.list(dir),
+            |r, v| {
+                r.dirs.insert(dir.to_string(), v);
+            },
+        )
+        .flatten()
+    }
+
+    fn env(&self, key: &str) -> Option<String> {
+        self.with(
+            |r| r.env.get(key).cloned(),
+            |s| s.env(key),
+            |r, v| {
+                r.env.insert(key.to_string(), v);
+            },
+        )
+        .flatten()
+    }
+
+    fn nvml(&self) -> NvmlProbe {
+        self.with(|r| r.nvml.clone(), |s| s.nvml(), |r, v| r.nvml = Some(v))
+            .unwrap_or(NvmlProbe::Unavailable {
+                reason: "not in the host record".into(),
+            })
+    }
+
+    fn docker(&self) -> Result<EngineInfo, String> {
+        self.with(|r| r.docker.clone(), |s| s.docker(), |r, v| r.docker = Some(v))
+            .unwrap_or_else(|| Err("not in the host record".into()))
+    }
+}

@@ -1,0 +1,300 @@
+//! `gpuenv doctor` and `gpuenv check`: the host report, checks, acceptance.
+
+use std::io::{self, Write};
+
+use serde_json::json;
+
+use super::{QueryOpts, SCHEMA_VERSION, write_json};
+use crate::db::Db;
+use crate::host::HostReport;
+use crate::judge::{Acceptance, Check, Verdict};
+use crate::resolve::{Answer, Query};
+
+fn mark(v: Verdict) -> &'static str {
+    match v {
+        Verdict::Pass => "pass",
+        Verdict::Skip => "skip",
+        Verdict::Warn => "warn",
+        Verdict::Fail => "FAIL",
+    }
+}
+
+fn gb(kib: u64) -> f64 {
+    kib as f64 * 1024.0 / 1e9
+}
+
+/// The facts, one line per subject, each with where it came from.
+fn host_lines(out: &mut dyn Write, db: &Db, h: &HostReport) -> io::Result<()> {
+    let (asks, _) = crate::judge::host_gpus(db, h);
+    if h.gpus.is_empty() {
+        writeln!(out, "GPUs:       none visible")?;
+    } else {
+        let mut names: Vec<(String, usize, Option<u64>)> = Vec::new();
+        for g in &h.gpus {
+            match names.iter_mut().find(|(n, _, _)| *n == g.name) {
+                Some(e) => e.1 += 1,
+                None => names.push((g.name.clone(), 1, g.memory_total_mib)),
+            }
+        }
+        let list: Vec<String> = names
+            .iter()
+            .map(|(n, c, m)| {
+                let rec = db
+                    .gpu(n)
+                    .ok()
+                    .map(|r| format!(" = {} {}", r.name, r.compute_capability.sm()))
+                    .unwrap_or_default();
+                let mem = m.map(|m| format!(", {m} MiB")).unwrap_or_default();
+                format!("{c}x {n}{rec}{mem}")
+            })
+            .collect();
+        writeln!(
+            out,
+            "GPUs:       {}  [{}]",
+            list.join("; "),
+            h.gpus_source.as_deref().unwrap_or("?")
+        )?;
+        let _ = asks;
+    }
+    match (&h.driver, &h.driver_cuda) {
+        (Some(d), Some(c)) => writeln!(out, "driver:     {} (CUDA {})  [{}]", d.value, c.value, d.source)?,
+        (Some(d), None) => writeln!(out, "driver:     {}  [{}]", d.value, d.source)?,
+        _ => writeln!(out, "driver:     none")?,
+    }
+    if let Some(k) = &h.kernel_module {
+        writeln!(
+            out,
+            "module:     {} ({})  [{}]",
+            k.value.version,
+            if k.value.open { "open" } else { "proprietary" },
+            k.source
+        )?;
+    }
+    if let Some(t) = &h.topology {
+        let n = t.value.gpus.len();
+        let mut nvlink = 0;
+        let mut pairs = 0;
+        for i in 0..n {
+            for j in 0..n {
+                if i < j {
+                    pairs += 1;
+                    if t.value
+                        .links
+                        .get(i)
+                        .and_then(|r| r.get(j))
+                        .is_some_and(|l| l.is_nvlink())
+                    {
+                        nvlink += 1;
+                    }
+                }
+            }
+        }
+        writeln!(
+            out,
+            "links:      NVLink between {nvlink} of {pairs} GPU pairs, PCIe between the rest  [{}]",
+            t.source
+        )?;
+    }
+    let mut cuda = Vec::new();
+    if let Some(n) = &h.nvcc {
+        cuda.push(format!("nvcc {} on PATH", n.value));
+    }
+    for t in &h.toolkits {
+        cuda.push(format!(
+            "{} at {}{}",
+            t.version,
+            t.path,
+            if t.nvcc { " (with nvcc)" } else { "" }
+        ));
+    }
+    writeln!(
+        out,
+        "CUDA:       {}",
+        if cuda.is_empty() {
+            "no toolkit".to_string()
+        } else {
+            cuda.join("; ")
+        }
+    )?;
+    let libs = |l: &[crate::host::probe::LibFound]| {
+        if l.is_empty() {
+            "none on the system".to_string()
+        } else {
+            l.iter()
+                .map(|x| format!("{} ({})", x.version.as_deref().unwrap_or("?"), x.path))
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    };
+    writeln!(out, "cuDNN:      {}", libs(&h.cudnn))?;
+    writeln!(out, "NCCL:       {}", libs(&h.nccl))?;
+    if h.pythons.is_empty() {
+        writeln!(out, "Python:     none found")?;
+    }
+    for p in &h.pythons {
+        let torch = match (&p.torch, &p.error) {
+            (_, Some(e)) => e.clone(),
+            (Some(t), _) => format!(
+                "torch {} (CUDA {}{}), cuda available: {}{}",
+                t.version,
+                t.cuda.as_deref().unwrap_or("none"),
+                t.cudnn.map(|c| format!(", cuDNN {c}")).unwrap_or_default(),
+                t.cuda_available,
+                if t.devices.is_empty() {
+                    String::new()
+                } else {
+                    format!(", {} device(s)", t.devices.len())
+                }
+            ),
+            (None, None) => p
+                .torch_error
+                .clone()
+                .map_or("no torch".to_string(), |e| format!("torch does not import: {e}")),
+        };
+        writeln!(
+            out,
+            "Python:     {} {} ({}): {torch}",
+            p.path,
+            p.version.as_deref().unwrap_or("?"),
+            p.origin
+        )?;
+    }
+    match &h.docker {
+        Some(Ok(d)) => writeln!(
+            out,
+            "Docker:     {} (API {}), runtimes: {} (default {}){}",
+            d.server_version.as_deref().unwrap_or("?"),
+            d.api_version.as_deref().unwrap_or("?"),
+            d.runtimes.join(", "),
+            d.default_runtime.as_deref().unwrap_or("?"),
+            h.nvidia_ctk
+                .as_deref()
+                .map(|v| format!("; nvidia-ctk {v}"))
+                .unwrap_or_default()
+        )?,
+        Some(Err(e)) => writeln!(out, "Docker:     not reachable: {e}")?,
+        None => {}
+    }
+    let os = h.os.as_ref().map(|o| {
+        if o.pretty_name.is_empty() {
+            format!("{} {}", o.id, o.version_id)
+        } else {
+            o.pretty_name.clone()
+        }
+    });
+    writeln!(
+        out,
+        "system:     {}, glibc {}, kernel {}",
+        os.as_deref().unwrap_or("unknown OS"),
+        h.glibc.as_ref().map_or("?".to_string(), |g| g.value.to_string()),
+        h.kernel.as_deref().unwrap_or("?")
+    )?;
+    if let Some(c) = &h.cpu {
+        writeln!(
+            out,
+            "CPU:        {} ({} logical{})",
+            if c.model.is_empty() {
+                "unknown model"
+            } else {
+                &c.model
+            },
+            c.logical,
+            c.physical.map(|p| format!(", {p} cores")).unwrap_or_default()
+        )?;
+    }
+    if let Some(m) = h.memory_kib {
+        writeln!(out, "memory:     {:.0} GiB", m as f64 / (1024.0 * 1024.0))?;
+    }
+    for m in h
+        .mounts
+        .iter()
+        .filter(|m| !matches!(m.fstype.as_str(), "tmpfs" | "devtmpfs" | "overlay" | "squashfs"))
+    {
+        writeln!(
+            out,
+            "disk:       {} {:.0} GB, {:.0} GB free ({} {})",
+            m.mount,
+            gb(m.size_kib),
+            gb(m.avail_kib),
+            m.device,
+            m.fstype
+        )?;
+    }
+    if !h.overrides.is_empty() {
+        writeln!(out, "overrides:  {}", h.overrides.join(", "))?;
+    }
+    for i in &h.issues {
+        writeln!(out, "issue:      {}: {}", i.probe, i.message)?;
+    }
+    Ok(())
+}
+
+/// `gpuenv doctor`.
+pub fn doctor(
+    out: &mut dyn Write,
+    db: &Db,
+    h: &HostReport,
+    checks: &[Check],
+    json_out: bool,
+) -> io::Result<()> {
+    if json_out {
+        return write_json(
+            out,
+            &json!({"schema_version": SCHEMA_VERSION, "host": h, "checks": checks}),
+        );
+    }
+    host_lines(out, db, h)?;
+    writeln!(out)?;
+    writeln!(out, "checks:")?;
+    for c in checks {
+        writeln!(out, "  {}  {}: {}", mark(c.verdict), c.id, c.reason)?;
+        for f in &c.findings {
+            writeln!(out, "          {}: {}", f.code, f.message)?;
+        }
+    }
+    let count = |v| checks.iter().filter(|c| c.verdict == v).count();
+    writeln!(
+        out,
+        "summary: {} fail, {} warn, {} pass, {} skipped",
+        count(Verdict::Fail),
+        count(Verdict::Warn),
+        count(Verdict::Pass),
+        count(Verdict::Skip)
+    )
+}
+
+/// `gpuenv check`: acceptance lines, then the answer for the project.
+pub fn check(
+    out: &mut dyn Write,
+    q: &Query,
+    a: &Answer,
+    opts: &QueryOpts,
+    acceptance: &[Acceptance],
+) -> io::Result<()> {
+    if opts.json {
+        let mut doc = super::query::answer_json(q, a, opts);
+        if let serde_json::Value::Object(m) = &mut doc {
+            m.insert(
+                "acceptance".into(),
+                serde_json::to_value(acceptance).unwrap_or_default(),
+            );
+            m.insert("accepted".into(), json!(acceptance.iter().all(|x| x.pass)));
+        }
+        return write_json(out, &doc);
+    }
+    if !acceptance.is_empty() {
+        writeln!(out, "acceptance against the order:")?;
+        for x in acceptance {
+            writeln!(
+                out,
+                "  {}  {}: expected {}, found {}",
+                if x.pass { "pass" } else { "FAIL" },
+                x.item,
+                x.expected,
+                x.found
+            )?;
+        }
+        writeln!(out)?;
+    }
+    super::query::query(out, q, a, opts)
+}
