@@ -2,6 +2,7 @@
 
 mod codes;
 mod db;
+mod doctor;
 mod query;
 mod refresh;
 mod show;
