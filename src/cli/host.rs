@@ -16,7 +16,7 @@ use crate::host::{HostReport, ProbeOptions, overrides, probe};
 pub struct HostArgs {
     /// Also probe this Python interpreter (repeatable).
     #[arg(long = "python-path", value_name = "PATH")]
-    pub python: Vec<String>,
+    pub python_paths: Vec<String>,
     /// Save every raw answer of this host to DIR/host.json (a fixture for --host-facts).
     #[arg(long, value_name = "DIR", conflicts_with = "host_facts")]
     pub record: Option<PathBuf>,
@@ -32,7 +32,7 @@ impl HostArgs {
     /// Probes (or replays) and applies the overrides.
     pub fn report(&self) -> Result<HostReport, CliError> {
         let opts = ProbeOptions {
-            pythons: self.python.clone(),
+            pythons: self.python_paths.clone(),
             deadline: Duration::from_secs(self.probe_timeout.max(1) + 5),
         };
         let mut report = match &self.host_facts {

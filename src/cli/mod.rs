@@ -589,3 +589,15 @@ fn names(db: &Db, kind: Kind) -> Vec<(String, String)> {
             .collect(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// clap checks its definitions (unique names, valid defaults) only when a command is
+    /// built: build them all here rather than at a user's first run of a subcommand.
+    #[test]
+    fn clap_definitions_are_consistent() {
+        super::Cli::command().debug_assert();
+    }
+}

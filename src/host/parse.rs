@@ -1,65 +1,158 @@
-//! Temporary signatures; the real parsers land from the parser branch.
-#![allow(missing_docs, unused_variables)]
-use super::types::*;
-use crate::model::*;
-pub const SMI_QUERY_FIELDS: &str = "index,name,uuid,pci.bus_id,memory.total,compute_cap,driver_version,pcie.link.gen.max,pcie.link.gen.current,pcie.link.width.max,pcie.link.width.current,ecc.mode.current,ecc.errors.uncorrected.volatile.total,ecc.errors.uncorrected.aggregate.total,mig.mode.current";
-pub fn smi_xml(text: &str) -> Result<SmiReport, String> {
-    Err(String::new())
+//! Pure parsers: the text a host tool printed, turned into typed facts.
+//!
+//! Owns: reading the output of `nvidia-smi` (XML, `--query-gpu` CSV, the table, `topo -m`
+//! and its failure messages), `/proc/driver/nvidia/version`, `nvcc --version`, the CUDA
+//! toolkit's `version.json`/`version.txt`, cuDNN and NCCL headers, `ldconfig -p`,
+//! `/etc/os-release`, `ldd --version`, `getconf GNU_LIBC_VERSION`, `/proc/cpuinfo`,
+//! `/proc/meminfo`, `df -PkT` and `nvidia-ctk --version` into the types of
+//! [`crate::host::types`].
+//!
+//! Must not: run commands, read files or the environment, print, or judge what it read
+//! (whether a driver is new enough is `resolve`'s business). Every function takes the
+//! text as given and never panics, whatever the text: a fact that is absent, marked
+//! unavailable (`N/A`, `[Not Supported]`) or unreadable becomes `None` rather than a
+//! guess, because `doctor` would otherwise report a made-up value as a finding.
+//!
+//! The functions are grouped by tool: [`smi`] (nvidia-smi reports and failures),
+//! [`topo`] (`nvidia-smi topo -m`), [`toolkit`] (driver module, CUDA, cuDNN, NCCL,
+//! libraries, container toolkit) and [`system`] (OS, glibc, CPU, memory, disks); all are
+//! re-exported here.
+
+pub mod smi;
+pub mod system;
+pub mod toolkit;
+pub mod topo;
+
+#[cfg(test)]
+mod proptests;
+
+pub use smi::{SMI_QUERY_FIELDS, SMI_QUERY_FORMAT, smi_csv, smi_failure, smi_table_cuda, smi_xml};
+pub use system::{cpuinfo, df, getconf_glibc, ldd_version, meminfo_total_kib, os_release};
+pub use toolkit::{
+    cuda_version_json, cuda_version_txt, cudnn_header, ldconfig, lib_version, nccl_header, nvcc_version,
+    nvidia_ctk_version, proc_driver_version,
+};
+pub use topo::smi_topo;
+
+/// A reported value, or `None` where the tool says it has none.
+///
+/// nvidia-smi writes `N/A`, `Not Supported`, `Unknown Error`... in XML and the table, and
+/// the same words in brackets in CSV (`[N/A]`, `[Not Supported]`, `[Insufficient
+/// Permissions]`, `[GPU is lost]`). Any fully bracketed CSV value is one of these markers:
+/// no real value (name, UUID, bus id, number) is ever bracketed.
+pub(crate) fn present(raw: &str) -> Option<&str> {
+    let v = raw.trim();
+    if v.len() >= 2 && v.starts_with('[') && v.ends_with(']') {
+        return None;
+    }
+    const ABSENT: [&str; 7] = [
+        "",
+        "N/A",
+        "Not Supported",
+        "Unknown Error",
+        "Insufficient Permissions",
+        "Not Available",
+        "Unknown",
+    ];
+    if ABSENT.iter().any(|a| v.eq_ignore_ascii_case(a)) {
+        None
+    } else {
+        Some(v)
+    }
 }
-pub fn smi_csv(text: &str) -> Result<SmiReport, String> {
-    Err(String::new())
+
+/// `Enabled` / `Disabled` as nvidia-smi writes modes; anything else (`N/A`) is unknown.
+pub(crate) fn enabled(raw: &str) -> Option<bool> {
+    match present(raw)? {
+        v if v.eq_ignore_ascii_case("Enabled") => Some(true),
+        v if v.eq_ignore_ascii_case("Disabled") => Some(false),
+        _ => None,
+    }
 }
-pub fn smi_table_cuda(text: &str) -> Option<CudaVersion> {
-    None
+
+/// A whole number, optionally followed by a unit nvidia-smi appends (`81559 MiB`, `16x`).
+///
+/// `units` lists the suffixes accepted; a different unit gives `None` rather than a number
+/// in the wrong unit.
+pub(crate) fn number_with_unit(raw: &str, units: &[&str]) -> Option<u64> {
+    let v = present(raw)?;
+    let digits_end = v.find(|c: char| !c.is_ascii_digit()).unwrap_or(v.len());
+    let (digits, rest) = v.split_at(digits_end);
+    let rest = rest.trim();
+    if !rest.is_empty() && !units.iter().any(|u| rest.eq_ignore_ascii_case(u)) {
+        return None;
+    }
+    digits.parse().ok()
 }
-pub fn smi_topo(text: &str) -> Result<Topology, String> {
-    Err(String::new())
+
+/// The leading run of digits and dots of `s` (after leading whitespace), without a
+/// trailing dot: `12.5` out of `12.5, V12.5.82`. Callers strip their own prefixes first.
+pub(crate) fn dotted_prefix(s: &str) -> &str {
+    let s = s.trim_start();
+    let end = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    s[..end].trim_end_matches('.')
 }
-pub fn smi_failure(exit_code: Option<i32>, stdout: &str, stderr: &str) -> SmiFailure {
-    SmiFailure::NotFound
+
+/// `include_str!` of a file under `tests/fixtures/host/`.
+#[cfg(test)]
+macro_rules! fixture {
+    ($path:literal) => {
+        include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/host/",
+            $path
+        ))
+    };
 }
-pub fn proc_driver_version(text: &str) -> Option<KernelModule> {
-    None
-}
-pub fn nvcc_version(text: &str) -> Option<CudaVersion> {
-    None
-}
-pub fn cuda_version_json(text: &str) -> Option<CudaVersion> {
-    None
-}
-pub fn cuda_version_txt(text: &str) -> Option<CudaVersion> {
-    None
-}
-pub fn cudnn_header(text: &str) -> Option<CudnnVersion> {
-    None
-}
-pub fn nccl_header(text: &str) -> Option<NcclVersion> {
-    None
-}
-pub fn ldconfig(text: &str) -> Vec<SharedLib> {
-    vec![]
-}
-pub fn lib_version(file_name: &str, stem: &str) -> Option<String> {
-    None
-}
-pub fn os_release(text: &str) -> OsRelease {
-    OsRelease::default()
-}
-pub fn ldd_version(text: &str) -> Option<GlibcVersion> {
-    None
-}
-pub fn getconf_glibc(text: &str) -> Option<GlibcVersion> {
-    None
-}
-pub fn cpuinfo(text: &str) -> CpuInfo {
-    CpuInfo::default()
-}
-pub fn meminfo_total_kib(text: &str) -> Option<u64> {
-    None
-}
-pub fn df(text: &str) -> Vec<Mount> {
-    vec![]
-}
-pub fn nvidia_ctk_version(text: &str) -> Option<String> {
-    None
+#[cfg(test)]
+pub(crate) use fixture;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn absent_markers() {
+        for v in [
+            "N/A",
+            "[N/A]",
+            " [Not Supported] ",
+            "Not Supported",
+            "Unknown Error",
+            "[GPU is lost]",
+            "",
+        ] {
+            assert_eq!(present(v), None, "{v:?}");
+        }
+        assert_eq!(present(" 535.104.05 "), Some("535.104.05"));
+        assert_eq!(present("["), Some("["));
+    }
+
+    #[test]
+    fn numbers_with_units() {
+        assert_eq!(number_with_unit("81559 MiB", &["MiB"]), Some(81559));
+        assert_eq!(number_with_unit("81559", &["MiB"]), Some(81559));
+        assert_eq!(number_with_unit("80 GiB", &["MiB"]), None);
+        assert_eq!(number_with_unit("16x", &["x"]), Some(16));
+        assert_eq!(number_with_unit("[N/A]", &["x"]), None);
+        assert_eq!(number_with_unit("x", &["x"]), None);
+        assert_eq!(number_with_unit("99999999999999999999999", &[]), None);
+    }
+
+    #[test]
+    fn modes() {
+        assert_eq!(enabled("Enabled"), Some(true));
+        assert_eq!(enabled("[N/A]"), None);
+        assert_eq!(enabled("Disabled"), Some(false));
+        assert_eq!(enabled("Pending"), None);
+    }
+
+    #[test]
+    fn dotted_prefixes() {
+        assert_eq!(dotted_prefix("12.5, V12.5.82"), "12.5");
+        assert_eq!(dotted_prefix(" 2.35."), "2.35");
+        assert_eq!(dotted_prefix("abc"), "");
+    }
 }

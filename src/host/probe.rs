@@ -308,7 +308,8 @@ fn probe_gpus(sys: &dyn System) -> Part {
         }
         if gpus_source.is_none() && failure.is_none() {
             let query = format!("--query-gpu={}", parse::SMI_QUERY_FIELDS);
-            let csv = sys.run("nvidia-smi", &[&query, "--format=csv,noheader,nounits"]);
+            let format = format!("--format={}", parse::SMI_QUERY_FORMAT);
+            let csv = sys.run("nvidia-smi", &[&query, &format]);
             if csv.ok() {
                 if let Ok(r) = parse::smi_csv(&csv.stdout) {
                     gpus = r.gpus;
@@ -436,7 +437,12 @@ fn probe_libraries(sys: &dyn System) -> Part {
     }
     let ld = sys.run("ldconfig", &["-p"]);
     if ld.ok() {
-        for lib in parse::ldconfig(&ld.stdout) {
+        // 32-bit copies (flag `libc6` alone) are not what a 64-bit torch loads.
+        // The unversioned `.so` link is for compilers; what a process loads is versioned.
+        for lib in parse::ldconfig(&ld.stdout)
+            .into_iter()
+            .filter(|l| l.abi != "libc6" && !l.name.ends_with(".so"))
+        {
             // The versioned file name (libcudnn.so.9.1.0) says the full version; the link
             // name (libcudnn.so.9) only the major.
             let file = lib.path.rsplit('/').next().unwrap_or(&lib.path).to_string();

@@ -236,13 +236,23 @@ pub struct HostRecord {
     pub docker: Option<Result<EngineInfo, String>>,
 }
 
-/// The key a command is recorded under.
+/// The key a command is recorded under. The Python probe's script is keyed by name, not
+/// text, so a recorded host stays replayable when the script improves.
 pub fn command_key(program: &str, args: &[&str]) -> String {
     std::iter::once(program)
-        .chain(args.iter().copied())
+        .chain(args.iter().map(|a| {
+            if a.starts_with(PROBE_MARK) {
+                "<python-probe>"
+            } else {
+                a
+            }
+        }))
         .collect::<Vec<_>>()
         .join(" ")
 }
+
+/// The first line of the Python probe script.
+const PROBE_MARK: &str = "# gpuenv's Python probe";
 
 /// A recorded host: replays its answers, and when built around a real system, records
 /// every answer it passes on.

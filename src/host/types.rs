@@ -143,6 +143,11 @@ pub struct KernelModule {
     /// The open GPU kernel modules (needed by Blackwell and Grace Hopper) rather than the
     /// proprietary ones.
     pub open: bool,
+    /// The CPU architecture the module was built for (`x86_64`, `aarch64`), where the
+    /// line names it. On Jetson (L4T) boards `version` is the L4T release (`35.3.1`), not
+    /// a driver branch; `aarch64` here is the hint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arch: Option<String>,
 }
 
 /// `/etc/os-release`.
@@ -193,6 +198,10 @@ pub struct SharedLib {
     pub name: String,
     /// `/usr/lib/x86_64-linux-gnu/libcudnn.so.9`.
     pub path: String,
+    /// What `ldconfig -p` lists in parentheses: `libc6,x86-64`; a 32-bit copy of the same
+    /// library (the driver ships both) says `libc6`.
+    #[serde(default)]
+    pub abi: String,
 }
 
 /// Versions read from headers, files and names.

@@ -137,8 +137,8 @@ fn gb(kib: u64) -> f64 {
     kib as f64 * 1024.0 / 1e9
 }
 
-/// The filesystem checkpoints would go to: the largest real filesystem other than `/`
-/// when there is one (a separate data disk), else `/`.
+/// The filesystem checkpoints would go to: the largest local filesystem other than `/`
+/// when there is one (a separate data disk), else the largest network one, else `/`.
 pub fn data_disk(host: &HostReport) -> Option<&crate::host::Mount> {
     let real = |m: &&crate::host::Mount| {
         !matches!(
@@ -147,14 +147,26 @@ pub fn data_disk(host: &HostReport) -> Option<&crate::host::Mount> {
         ) && !m.mount.starts_with("/boot")
             && !m.mount.starts_with("/snap")
     };
+    let network = |m: &crate::host::Mount| {
+        m.fstype.starts_with("nfs")
+            || m.fstype.starts_with("fuse")
+            || matches!(
+                m.fstype.as_str(),
+                "cifs" | "smb3" | "ceph" | "lustre" | "gpfs" | "9p"
+            )
+    };
     let root = host.mounts.iter().find(|m| m.mount == "/");
-    let other = host
-        .mounts
-        .iter()
-        .filter(real)
-        .filter(|m| m.mount != "/" && root.is_none_or(|r| r.device != m.device))
-        .max_by_key(|m| m.size_kib);
-    other.or(root)
+    let others = || {
+        host.mounts
+            .iter()
+            .filter(real)
+            .filter(move |m| m.mount != "/" && root.is_none_or(|r| r.device != m.device))
+    };
+    others()
+        .filter(|m| !network(m))
+        .max_by_key(|m| m.size_kib)
+        .or_else(|| others().max_by_key(|m| m.size_kib))
+        .or(root)
 }
 
 /// `gpuenv doctor`: every check, in [`CHECKS`] order.
@@ -181,7 +193,14 @@ pub fn doctor(db: &Db, host: &HostReport, opts: &DoctorOptions) -> Vec<Check> {
         (Some(SmiFailure::NoDriver), _) => check("gpus-visible", Verdict::Fail, "nvidia-smi cannot communicate with the NVIDIA driver: the kernel module is not loaded (install the driver, or reboot after installing it)"),
         (Some(SmiFailure::NoDevices), _) => check("gpus-visible", Verdict::Fail, "the driver is loaded but finds no GPU (a failed adapter initialisation, or GPUs not passed through to this machine)"),
         (Some(SmiFailure::Other { message }), _) => check("gpus-visible", Verdict::Fail, format!("nvidia-smi failed: {message}")),
-        (Some(SmiFailure::NotFound) | None, _) => check("gpus-visible", Verdict::Fail, "no NVIDIA GPU: neither NVML nor nvidia-smi is available on this machine"),
+        (Some(SmiFailure::NotFound) | None, _) => match &host.kernel_module {
+            Some(k) => check(
+                "gpus-visible",
+                Verdict::Fail,
+                format!("the NVIDIA kernel module {} is loaded, but neither NVML nor nvidia-smi answers: install the driver's user-space libraries and utilities", k.value.version),
+            ),
+            None => check("gpus-visible", Verdict::Fail, "no NVIDIA GPU: neither NVML nor nvidia-smi is available on this machine"),
+        },
     });
 
     // User space vs kernel module.

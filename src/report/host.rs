@@ -89,11 +89,12 @@ fn host_lines(out: &mut dyn Write, db: &Db, h: &HostReport) -> io::Result<()> {
                 }
             }
         }
-        writeln!(
-            out,
-            "links:      NVLink between {nvlink} of {pairs} GPU pairs, PCIe between the rest  [{}]",
-            t.source
-        )?;
+        let text = match nvlink {
+            0 => format!("PCIe only between the {n} GPUs"),
+            k if k == pairs => format!("NVLink between all {pairs} GPU pairs"),
+            k => format!("NVLink between {k} of {pairs} GPU pairs, PCIe between the others"),
+        };
+        writeln!(out, "links:      {text}  [{}]", t.source)?;
     }
     let mut cuda = Vec::new();
     if let Some(n) = &h.nvcc {

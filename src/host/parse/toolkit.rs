@@ -1,0 +1,360 @@
+//! The driver's kernel module, the CUDA toolkit, cuDNN, NCCL, the dynamic linker's
+//! library cache and the NVIDIA Container Toolkit.
+
+use super::{dotted_prefix, present};
+use crate::host::types::{KernelModule, SharedLib};
+use crate::model::{CudaVersion, CudnnVersion, DriverVersion, NcclVersion};
+
+/// Parses `/proc/driver/nvidia/version`: the version of the kernel module actually
+/// loaded, which is what a CUDA program runs against (`nvidia-smi` reports the user-space
+/// library, and the two differ after an upgrade without a reboot).
+///
+/// Reads both spellings of the `NVRM version:` line:
+/// - proprietary: `NVIDIA UNIX x86_64 Kernel Module  535.104.05  <date>`
+/// - open: `NVIDIA UNIX Open Kernel Module for x86_64  565.57.01  Release Build ...`
+///
+/// On Jetson (L4T) boards the number is the L4T release (`35.3.1`), not a driver branch;
+/// it is returned as written, with `arch` saying `aarch64`, and is for the caller to read
+/// as such.
+pub fn proc_driver_version(text: &str) -> Option<KernelModule> {
+    const LABEL: &str = "NVRM version:";
+    let line = text.lines().find_map(|l| {
+        let at = l.find(LABEL)?;
+        Some(&l[at + LABEL.len()..])
+    })?;
+    let open = line.contains("Open Kernel Module");
+    let words: Vec<&str> = line.split_whitespace().collect();
+    // The architecture is either the word before `Kernel` (proprietary) or the one after
+    // `for` (open).
+    let kernel_at = words.windows(2).position(|w| w == ["Kernel", "Module"]);
+    let arch = match kernel_at {
+        Some(k) if words.get(k + 2) == Some(&"for") => words.get(k + 3),
+        Some(k) if k > 0 && words[k - 1] != "Open" && words[k - 1] != "UNIX" => words.get(k - 1),
+        _ => None,
+    }
+    .map(|a| a.to_string());
+    // The version is the first word after the module description that is one.
+    let after = kernel_at.map_or(0, |k| k + 2);
+    let version = words[after.min(words.len())..]
+        .iter()
+        .find_map(|w| w.parse::<DriverVersion>().ok())?;
+    Some(KernelModule { version, open, arch })
+}
+
+/// The toolkit version from `nvcc --version`: `12.5.82` out of
+/// `Cuda compilation tools, release 12.5, V12.5.82`; the `release` (`12.5`) where the
+/// `V` part is missing.
+pub fn nvcc_version(text: &str) -> Option<CudaVersion> {
+    let line = text.lines().find(|l| l.contains("release"))?;
+    let full = line
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix('V'))
+        .and_then(|v| dotted_prefix(v).parse().ok());
+    full.or_else(|| {
+        let (_, rest) = line.split_once("release")?;
+        dotted_prefix(rest).parse().ok()
+    })
+}
+
+/// The toolkit version from `/usr/local/cuda/version.json` (CUDA 11.1 onwards):
+/// the top-level `"cuda": {"version": "12.4.1"}`. A runfile's date-style patch
+/// (`12.1.20230222`) is kept as written. Component versions (`cuda_cudart`...) are not
+/// used as a fallback: they follow their own numbering.
+pub fn cuda_version_json(text: &str) -> Option<CudaVersion> {
+    let value: serde_json::Value = serde_json::from_str(text).ok()?;
+    value.get("cuda")?.get("version")?.as_str()?.trim().parse().ok()
+}
+
+/// The toolkit version from `/usr/local/cuda/version.txt` (CUDA 11.0 and older):
+/// `CUDA Version 10.2.89`.
+pub fn cuda_version_txt(text: &str) -> Option<CudaVersion> {
+    let (_, rest) = text.split_once("CUDA Version")?;
+    dotted_prefix(rest).parse().ok()
+}
+
+/// The value of `#define NAME <number>` in a C header, first definition wins.
+fn define(text: &str, name: &str) -> Option<u32> {
+    text.lines().find_map(|line| {
+        let rest = line
+            .trim_start()
+            .strip_prefix('#')?
+            .trim_start()
+            .strip_prefix("define")?;
+        let mut words = rest.split_whitespace();
+        if words.next()? != name {
+            return None;
+        }
+        words.next()?.trim_matches(|c| c == '(' || c == ')').parse().ok()
+    })
+}
+
+/// `major.minor[.patch]` from three `#define`s; the patch is optional.
+fn defined_version<T: std::str::FromStr>(text: &str, names: [&str; 3]) -> Option<T> {
+    let major = define(text, names[0])?;
+    let minor = define(text, names[1])?;
+    let version = match define(text, names[2]) {
+        Some(patch) => format!("{major}.{minor}.{patch}"),
+        None => format!("{major}.{minor}"),
+    };
+    version.parse().ok()
+}
+
+/// The cuDNN version from `CUDNN_MAJOR`/`CUDNN_MINOR`/`CUDNN_PATCHLEVEL` in
+/// `cudnn_version.h` (cuDNN 8 onwards) or `cudnn.h` (cuDNN 7 and older): `9.6.0`.
+pub fn cudnn_header(text: &str) -> Option<CudnnVersion> {
+    defined_version(text, ["CUDNN_MAJOR", "CUDNN_MINOR", "CUDNN_PATCHLEVEL"])
+}
+
+/// The NCCL version from `NCCL_MAJOR`/`NCCL_MINOR`/`NCCL_PATCH` in `nccl.h`: `2.21.5`.
+pub fn nccl_header(text: &str) -> Option<NcclVersion> {
+    defined_version(text, ["NCCL_MAJOR", "NCCL_MINOR", "NCCL_PATCH"])
+}
+
+/// The entries of `ldconfig -p`:
+/// `\tlibcudnn.so.9 (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/libcudnn.so.9`.
+///
+/// The first line (`N libs found in cache ...`) and any line without `=>` are skipped.
+/// `abi` keeps the parenthesised flags, because 32-bit copies of the driver libraries
+/// (`libc6` without `x86-64`) are listed under the same name.
+pub fn ldconfig(text: &str) -> Vec<SharedLib> {
+    text.lines()
+        .filter_map(|line| {
+            let (left, path) = line.split_once(" => ")?;
+            let left = left.trim();
+            let (name, abi) = match left.split_once(" (") {
+                Some((name, rest)) => (name.trim(), rest.strip_suffix(')').unwrap_or(rest).trim()),
+                None => (left, ""),
+            };
+            let path = path.trim();
+            if name.is_empty() || path.is_empty() {
+                return None;
+            }
+            Some(SharedLib {
+                name: name.to_string(),
+                path: path.to_string(),
+                abi: abi.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// The version a library's file name carries after `stem`: `8.9.0` from
+/// `libcudnn.so.8.9.0` with stem `libcudnn.so.` (or `libcudnn.so`), `2.21.5` from
+/// `libnccl.so.2.21.5`. Accepts a path (the directory is ignored). `None` when nothing
+/// but dotted numbers follows the stem (`libcudnn.so`, `libcudnn.so.9.bak`).
+pub fn lib_version(file_name: &str, stem: &str) -> Option<String> {
+    let base = file_name.rsplit('/').next()?;
+    let rest = base.strip_prefix(stem)?;
+    let rest = rest.strip_prefix('.').unwrap_or(rest);
+    let valid = !rest.is_empty()
+        && rest
+            .split('.')
+            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+    valid.then(|| rest.to_string())
+}
+
+/// The version from `nvidia-ctk --version` (`NVIDIA Container Toolkit CLI version 1.14.3`)
+/// or `nvidia-container-cli --version` (`cli-version: 1.14.3`). Pre-release suffixes are
+/// kept (`1.17.0-rc.1`).
+pub fn nvidia_ctk_version(text: &str) -> Option<String> {
+    let word = text.lines().find_map(|line| {
+        let line = line.trim();
+        if let Some((_, rest)) = line.split_once("Container Toolkit CLI version") {
+            return rest.split_whitespace().next();
+        }
+        line.strip_prefix("cli-version:")
+            .and_then(|r| r.split_whitespace().next())
+    })?;
+    let word = present(word)?;
+    let valid = word.starts_with(|c: char| c.is_ascii_digit())
+        && word.contains('.')
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || ".-+~".contains(c));
+    valid.then(|| word.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixture;
+    use super::*;
+
+    fn v<T: std::str::FromStr>(s: &str) -> T
+    where
+        T::Err: std::fmt::Debug,
+    {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn proc_versions() {
+        let m = proc_driver_version(fixture!(
+            "proc-driver-nvidia-version/proprietary-x86_64-535.104.05.txt"
+        ))
+        .unwrap();
+        assert_eq!(m.version, v("535.104.05"));
+        assert!(!m.open);
+        assert_eq!(m.arch.as_deref(), Some("x86_64"));
+
+        let m =
+            proc_driver_version(fixture!("proc-driver-nvidia-version/open-x86_64-565.57.01.txt")).unwrap();
+        assert_eq!(m.version.to_string(), "565.57.01");
+        assert!(m.open);
+        assert_eq!(m.arch.as_deref(), Some("x86_64"));
+
+        let m = proc_driver_version(fixture!(
+            "proc-driver-nvidia-version/open-aarch64-560.35.03-gh200.txt"
+        ))
+        .unwrap();
+        assert_eq!(m.version, v("560.35.03"));
+        assert!(m.open);
+        assert_eq!(m.arch.as_deref(), Some("aarch64"));
+
+        let m = proc_driver_version(fixture!(
+            "proc-driver-nvidia-version/proprietary-aarch64-535.161.08.txt"
+        ))
+        .unwrap();
+        assert_eq!(m.version, v("535.161.08"));
+        assert!(!m.open);
+        assert_eq!(m.arch.as_deref(), Some("aarch64"));
+
+        let m = proc_driver_version(
+            "NVRM version: NVIDIA UNIX Kernel Module for aarch64  34.1.1  Release Build\n",
+        )
+        .unwrap();
+        assert_eq!(
+            (m.version.to_string(), m.open, m.arch.as_deref()),
+            ("34.1.1".into(), false, Some("aarch64"))
+        );
+
+        assert_eq!(proc_driver_version(""), None);
+        assert_eq!(
+            proc_driver_version("NVRM version: NVIDIA UNIX x86_64 Kernel Module"),
+            None
+        );
+        assert_eq!(
+            proc_driver_version("cat: /proc/driver/nvidia/version: No such file or directory"),
+            None
+        );
+    }
+
+    #[test]
+    fn nvcc() {
+        assert_eq!(
+            nvcc_version(fixture!("nvcc-version/cuda-12.4.131.txt")),
+            Some(v("12.4.131"))
+        );
+        assert_eq!(
+            nvcc_version(fixture!("nvcc-version/cuda-11.8.89.txt")),
+            Some(v("11.8.89"))
+        );
+        assert_eq!(
+            nvcc_version(fixture!("nvcc-version/cuda-9.2.148.txt")),
+            Some(v("9.2.148"))
+        );
+        assert_eq!(
+            nvcc_version("Cuda compilation tools, release 8.0"),
+            Some(v("8.0"))
+        );
+        assert_eq!(nvcc_version("bash: nvcc: command not found"), None);
+    }
+
+    #[test]
+    fn cuda_files() {
+        let j = cuda_version_json(fixture!("cuda-version/version-12.4.1.json")).unwrap();
+        assert_eq!(j.to_string(), "12.4.1");
+        let j = cuda_version_json(fixture!("cuda-version/version-12.1-runfile-date.json")).unwrap();
+        assert_eq!(j.to_string(), "12.1.20230222");
+        assert_eq!(j.major_minor(), (12, 1));
+        assert_eq!(
+            cuda_version_json("{\"cuda_cudart\": {\"version\": \"12.4.127\"}}"),
+            None
+        );
+        assert_eq!(cuda_version_json("not json"), None);
+        assert_eq!(
+            cuda_version_txt(fixture!("cuda-version/version-10.2.89.txt")),
+            Some(v("10.2.89"))
+        );
+        assert_eq!(cuda_version_txt("CUDA Version"), None);
+    }
+
+    #[test]
+    fn headers() {
+        assert_eq!(
+            cudnn_header(fixture!("cudnn/cudnn_version-9.1.0.h"))
+                .unwrap()
+                .to_string(),
+            "9.1.0"
+        );
+        assert_eq!(
+            cudnn_header(fixture!("cudnn/cudnn-7.6.5.h")).unwrap().to_string(),
+            "7.6.5"
+        );
+        assert_eq!(
+            nccl_header(fixture!("nccl/nccl-2.21.5.h")).unwrap().to_string(),
+            "2.21.5"
+        );
+        // cuDNN 8's cudnn.h only includes cudnn_version.h.
+        assert_eq!(cudnn_header("#include \"cudnn_version.h\"\n"), None);
+        assert_eq!(
+            cudnn_header("#define CUDNN_MAJOR 9\n#  define CUDNN_MINOR (1)\n"),
+            Some(v("9.1"))
+        );
+    }
+
+    #[test]
+    fn ldconfig_cache() {
+        let libs = ldconfig(fixture!("ldconfig/ldconfig-p.txt"));
+        assert!(libs.len() > 10);
+        let cudnn: Vec<_> = libs.iter().filter(|l| l.name == "libcudnn.so.9").collect();
+        assert_eq!(cudnn.len(), 1);
+        assert_eq!(cudnn[0].path, "/usr/lib/x86_64-linux-gnu/libcudnn.so.9");
+        assert_eq!(cudnn[0].abi, "libc6,x86-64");
+        let cuda: Vec<_> = libs
+            .iter()
+            .filter(|l| l.name == "libcuda.so.1")
+            .map(|l| l.abi.as_str())
+            .collect();
+        assert_eq!(cuda, ["libc6,x86-64", "libc6"]);
+        let with_os_abi = libs.iter().find(|l| l.name == "libm.so.6").unwrap();
+        assert_eq!(with_os_abi.abi, "libc6,x86-64, OS ABI: Linux 3.2.0");
+        assert!(ldconfig("").is_empty());
+    }
+
+    #[test]
+    fn library_file_versions() {
+        assert_eq!(
+            lib_version("libcudnn.so.8.9.0", "libcudnn.so.").as_deref(),
+            Some("8.9.0")
+        );
+        assert_eq!(
+            lib_version("libnccl.so.2.21.5", "libnccl.so").as_deref(),
+            Some("2.21.5")
+        );
+        assert_eq!(
+            lib_version("/usr/lib/x86_64-linux-gnu/libcudnn.so.9.1.0", "libcudnn.so.").as_deref(),
+            Some("9.1.0")
+        );
+        assert_eq!(lib_version("libcudnn.so", "libcudnn.so."), None);
+        assert_eq!(lib_version("libcudnn.so.9.bak", "libcudnn.so."), None);
+        assert_eq!(lib_version("libcudnn_ops.so.9", "libcudnn.so."), None);
+        assert_eq!(lib_version("libcudnn.so.9..1", "libcudnn.so."), None);
+    }
+
+    #[test]
+    fn container_toolkit() {
+        assert_eq!(
+            nvidia_ctk_version(fixture!("nvidia-ctk/version-1.14.3.txt")).as_deref(),
+            Some("1.14.3")
+        );
+        assert_eq!(
+            nvidia_ctk_version("cli-version: 1.17.0-rc.1\nlib-version: 1.17.0-rc.1\n").as_deref(),
+            Some("1.17.0-rc.1")
+        );
+        assert_eq!(nvidia_ctk_version("NVIDIA Container Toolkit CLI version"), None);
+        assert_eq!(
+            nvidia_ctk_version("NVIDIA Container Toolkit CLI version `rm -rf`"),
+            None
+        );
+    }
+}
