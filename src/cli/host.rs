@@ -14,9 +14,6 @@ use crate::host::{HostReport, ProbeOptions, overrides, probe};
 /// How to probe the host.
 #[derive(Debug, Args, Clone, Default)]
 pub struct HostArgs {
-    /// Also probe this Python interpreter (repeatable).
-    #[arg(long = "python-path", value_name = "PATH")]
-    pub python_paths: Vec<String>,
     /// Save every raw answer of this host to DIR/host.json (a fixture for --host-facts).
     #[arg(long, value_name = "DIR", conflicts_with = "host_facts")]
     pub record: Option<PathBuf>,
@@ -29,10 +26,11 @@ pub struct HostArgs {
 }
 
 impl HostArgs {
-    /// Probes (or replays) and applies the overrides.
-    pub fn report(&self) -> Result<HostReport, CliError> {
+    /// Probes (or replays) the host, with these interpreters besides the ones found, and
+    /// applies the overrides.
+    pub fn report(&self, pythons: &[String]) -> Result<HostReport, CliError> {
         let opts = ProbeOptions {
-            pythons: self.python_paths.clone(),
+            pythons: pythons.to_vec(),
             deadline: Duration::from_secs(self.probe_timeout.max(1) + 5),
         };
         let mut report = match &self.host_facts {

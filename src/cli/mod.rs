@@ -126,6 +126,9 @@ enum Command {
 struct DoctorArgs {
     #[command(flatten)]
     host: HostArgs,
+    /// Also probe this Python interpreter (repeatable).
+    #[arg(long, value_name = "PATH")]
+    python: Vec<String>,
     /// Warn when the data disk has less free space than this many GB.
     #[arg(long, value_name = "GB", default_value_t = 100.0)]
     min_free_gb: f64,
@@ -142,6 +145,10 @@ struct CheckArgs {
     project: ProjectArgs,
     #[command(flatten)]
     host: HostArgs,
+    /// Also probe this Python interpreter (repeatable; `--python` is the version the
+    /// project needs, as in `query`).
+    #[arg(long, value_name = "PATH")]
+    python_path: Vec<String>,
     /// The GPU model ordered.
     #[arg(long, value_name = "NAME")]
     expect_gpu: Option<String>,
@@ -396,7 +403,7 @@ fn dispatch(cli: &Cli, out: &mut dyn Write) -> Result<Exit, CliError> {
         }
         Command::Doctor(args) => {
             let db = open_db(&cli.db)?;
-            let host = args.host.report()?;
+            let host = args.host.report(&args.python)?;
             let checks = crate::judge::doctor(
                 &db,
                 &host,
@@ -449,7 +456,7 @@ fn check(cli: &Cli, args: &CheckArgs, out: &mut dyn Write) -> Result<Exit, CliEr
     flag!(memory, args.expect_memory);
     flag!(disk, args.expect_disk);
 
-    let host = args.host.report()?;
+    let host = args.host.report(&args.python_path)?;
     let acceptance = crate::judge::accept(&db, &host, &expect).map_err(CliError::Usage)?;
 
     // The project's needs from the flags and files; the machine from the host, unless a

@@ -620,3 +620,69 @@ fn probe_system(sys: &dyn System) -> Part {
         r.mounts = mounts;
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host::system::{CmdOutput, HostRecord, NvmlProbe, Recording};
+
+    /// A system whose `nvidia-smi` never returns, and which otherwise answers like a
+    /// recorded GPU-less host.
+    struct Hanging(Recording);
+
+    impl System for Hanging {
+        fn run(&self, program: &str, args: &[&str]) -> CmdOutput {
+            if program == "nvidia-smi" {
+                std::thread::sleep(Duration::from_secs(3600));
+            }
+            self.0.run(program, args)
+        }
+        fn read(&self, path: &str) -> Option<String> {
+            self.0.read(path)
+        }
+        fn list(&self, dir: &str) -> Option<Vec<String>> {
+            self.0.list(dir)
+        }
+        fn env(&self, key: &str) -> Option<String> {
+            self.0.env(key)
+        }
+        fn nvml(&self) -> NvmlProbe {
+            NvmlProbe::Unavailable {
+                reason: "test".into(),
+            }
+        }
+        fn docker(&self) -> Result<EngineInfo, String> {
+            Err("no docker in this test".into())
+        }
+    }
+
+    #[test]
+    fn a_hung_probe_is_cut_off_and_reported() {
+        let mut record = HostRecord {
+            gpuenv_host_record: 1,
+            ..HostRecord::default()
+        };
+        record.files.insert(
+            "/proc/meminfo".into(),
+            Some("MemTotal:       16384000 kB\n".into()),
+        );
+        let sys = Arc::new(Hanging(Recording::replay(record)));
+        let start = Instant::now();
+        let report = probe(
+            sys,
+            &ProbeOptions {
+                pythons: Vec::new(),
+                deadline: Duration::from_millis(300),
+            },
+        );
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "waited for the hung probe"
+        );
+        assert_eq!(report.issues.len(), 1, "{:?}", report.issues);
+        assert_eq!(report.issues[0].probe, "gpus");
+        assert!(report.issues[0].message.contains("did not finish within 300ms"));
+        // The other groups still answered.
+        assert_eq!(report.memory_kib, Some(16_384_000));
+    }
+}
