@@ -16,6 +16,7 @@ pub mod docker;
 pub mod host;
 pub mod judge;
 pub mod model;
+pub mod registry;
 pub mod report;
 pub mod resolve;
 pub mod upstream;
