@@ -234,25 +234,9 @@ impl Registry {
     }
 
     fn unreachable(&self, e: &reqwest::Error) -> RegistryError {
-        let mut reason = if e.is_connect() {
-            "connection failed".to_string()
-        } else if e.is_timeout() {
-            "timed out".into()
-        } else {
-            e.to_string()
-        };
-        let mut src = std::error::Error::source(e);
-        while let Some(s) = src {
-            let t = s.to_string();
-            if !reason.contains(&t) {
-                reason.push_str(": ");
-                reason.push_str(&t);
-            }
-            src = s.source();
-        }
         RegistryError::Unreachable {
             registry: self.host.clone(),
-            reason,
+            reason: crate::upstream::http::describe(e),
         }
     }
 

@@ -52,6 +52,15 @@ fn first_source(sources: &[crate::db::Source]) -> Option<&str> {
     sources.first().map(|s| s.url.as_str())
 }
 
+/// The query's GPU models, each once (eight H100s are judged once).
+fn distinct_gpus(q: &Query) -> impl Iterator<Item = &Gpu> {
+    q.gpus
+        .iter()
+        .enumerate()
+        .filter(|(i, a)| !q.gpus[..*i].iter().any(|b| b.gpu.id == a.gpu.id))
+        .map(|(_, a)| &a.gpu)
+}
+
 /// How a build reaches a GPU's architecture.
 enum Kernels {
     Sass(ComputeCapability),
@@ -206,13 +215,7 @@ fn eval_build(
 
     // GPUs: kernels in the wheel, and whether the driver drives the architecture.
     let mut needs_ptx_jit = false;
-    let mut seen: Vec<&str> = Vec::new();
-    for ask in &q.gpus {
-        let gpu = &ask.gpu;
-        if seen.contains(&gpu.id.as_str()) {
-            continue;
-        }
-        seen.push(&gpu.id);
+    for gpu in distinct_gpus(q) {
         let cc = gpu.compute_capability;
         let gpu_source = first_source(&gpu.sources);
         let (kernel_finding, edge_status, edge_label) = match kernels_for(v, cc) {
@@ -717,13 +720,7 @@ fn nvcc_rules(ix: &Index<'_>, q: &Query, name: &str, cuda: &CudaVersion) -> Vec<
             .source(first_source(&toolkit.sources)),
         );
     }
-    let mut seen: Vec<&str> = Vec::new();
-    for ask in &q.gpus {
-        let gpu = &ask.gpu;
-        if seen.contains(&gpu.id.as_str()) {
-            continue;
-        }
-        seen.push(&gpu.id);
+    for gpu in distinct_gpus(q) {
         match nvcc_targets(toolkit, gpu.compute_capability) {
             NvccTarget::Sass => {}
             NvccTarget::PtxOnly(p) => out.push(

@@ -70,8 +70,8 @@ impl Client {
     }
 }
 
-/// reqwest's error chain in one line ("error sending request: connection refused").
-fn describe(e: &reqwest::Error) -> String {
+/// reqwest's error chain in one line ("connection failed: ...: connection refused").
+pub(crate) fn describe(e: &reqwest::Error) -> String {
     let mut s = if e.is_timeout() {
         "timed out".to_string()
     } else if e.is_connect() {

@@ -5,7 +5,7 @@
 //! records. Must not: write into `compat-db/` (proposals go to a directory a curator
 //! reviews), decide compatibility, or print (the summary is data for `report`).
 
-mod http;
+pub(crate) mod http;
 pub mod pypi;
 mod refresh;
 
