@@ -720,13 +720,20 @@ fn check_marker(text: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Parses a PEP 508 requirement and records it if it is on a tracked project; the error
-/// is pep508's reason, on one line.
-fn read_pep508(requirement: &str, origin: &str, needs: &mut ProjectNeeds) -> Result<(), String> {
+/// Rejects the requirement texts pep508_rs 0.9.2 would panic on; every caller of pep508
+/// on text from outside (project files, wheel metadata) goes through this first.
+pub(crate) fn pep508_safe(requirement: &str) -> Result<(), String> {
     check_names(requirement)?;
     if let Some((_, marker)) = requirement.split_once(';') {
         check_marker(marker)?;
     }
+    Ok(())
+}
+
+/// Parses a PEP 508 requirement and records it if it is on a tracked project; the error
+/// is pep508's reason, on one line.
+fn read_pep508(requirement: &str, origin: &str, needs: &mut ProjectNeeds) -> Result<(), String> {
+    pep508_safe(requirement)?;
     let parsed = Requirement::<DirectUrl>::from_str(requirement).map_err(|e| pep508_reason(&e))?;
     let Some(pins) = needs.pins_of(parsed.name.as_ref()) else {
         return Ok(());
