@@ -170,6 +170,10 @@ pub fn pins(meta: &CoreMetadata) -> Vec<Pin> {
         if line.contains("extra ==") {
             continue;
         }
+        // Metadata comes from a server: guard pep508_rs against the inputs it panics on.
+        if crate::resolve::input::pep508_safe(line).is_err() {
+            continue;
+        }
         let Ok(req) = Requirement::<pep508_rs::VerbatimUrl>::from_str(line) else {
             continue;
         };
