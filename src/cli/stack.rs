@@ -49,15 +49,23 @@ fn spec(flag: &str, text: &str) -> Result<crate::model::VersionSpecifiers, CliEr
 /// A GPU by name, or `NAMExN` for N of them (the whole name is tried first).
 fn gpu_ask(db: &Db, text: &str) -> Result<GpuAsk, CliError> {
     if let Ok(g) = db.gpu(text) {
-        return Ok(GpuAsk { gpu: g.clone(), count: 1 });
+        return Ok(GpuAsk {
+            gpu: g.clone(),
+            count: 1,
+        });
     }
     let (name, count) = crate::host::overrides::split_count(text);
     let t = text.trim_end();
     if t.trim_end_matches('0').len() < t.len() && t.trim_end_matches('0').ends_with(['x', '×', ' ']) {
-        return Err(CliError::Usage(format!("--gpu `{text}`: the count must be at least 1")));
+        return Err(CliError::Usage(format!(
+            "--gpu `{text}`: the count must be at least 1"
+        )));
     }
     match db.gpu(&name) {
-        Ok(g) => Ok(GpuAsk { gpu: g.clone(), count }),
+        Ok(g) => Ok(GpuAsk {
+            gpu: g.clone(),
+            count,
+        }),
         Err(e) => Err(e.into()),
     }
 }

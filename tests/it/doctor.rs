@@ -8,8 +8,16 @@ use crate::support::{fixture, gpuenv, json};
 #[test]
 fn smoke_real_probes_on_a_gpu_less_machine() {
     let run = gpuenv(&["doctor"]);
-    assert_eq!(run.code, 1, "no GPU is a failed check\n{}{}", run.stdout, run.stderr);
-    assert!(run.stdout.contains("FAIL  gpus-visible: no NVIDIA GPU"), "{}", run.stdout);
+    assert_eq!(
+        run.code, 1,
+        "no GPU is a failed check\n{}{}",
+        run.stdout, run.stderr
+    );
+    assert!(
+        run.stdout.contains("FAIL  gpus-visible: no NVIDIA GPU"),
+        "{}",
+        run.stdout
+    );
     assert!(run.stderr.is_empty(), "{}", run.stderr);
     let run = gpuenv(&["doctor", "--json"]);
     let doc = json(&run);
@@ -38,10 +46,19 @@ fn a_broken_host_record_is_bad_input() {
     std::fs::write(&f, "{not json").unwrap();
     let run = gpuenv(&["doctor", "--host-facts", f.to_str().unwrap()]);
     assert_eq!(run.code, 2);
-    assert!(run.stderr.contains("is not a gpuenv host record"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("is not a gpuenv host record"),
+        "{}",
+        run.stderr
+    );
     let run = gpuenv(&["doctor", "--host-facts", "/nonexistent/host.json"]);
     assert_eq!(run.code, 2);
-    assert!(run.stderr.contains("cannot read host record `/nonexistent/host.json`: no such file"), "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("cannot read host record `/nonexistent/host.json`: no such file"),
+        "{}",
+        run.stderr
+    );
 }
 
 #[test]
@@ -67,6 +84,11 @@ fn check_ids(doc: &Value) -> Vec<(String, String)> {
         .as_array()
         .unwrap()
         .iter()
-        .map(|c| (c["id"].as_str().unwrap().to_string(), c["verdict"].as_str().unwrap().to_string()))
+        .map(|c| {
+            (
+                c["id"].as_str().unwrap().to_string(),
+                c["verdict"].as_str().unwrap().to_string(),
+            )
+        })
         .collect()
 }
