@@ -225,7 +225,7 @@ fn steps_are_in_cache_friendly_order_and_end_as_a_non_root_user() {
             .any(|l| l.starts_with("RUN useradd") && l.contains("--uid 10001"))
     );
     assert_eq!(
-        i.iter().filter(|l| l.starts_with("USER ")).last().unwrap(),
+        i.iter().rfind(|l| l.starts_with("USER ")).unwrap(),
         "USER 10001:10001"
     );
     // hadolint's DL3059 asks for no two RUN in a row; each is separated on purpose.
