@@ -220,6 +220,16 @@ impl ProjectArgs {
         Ok(needs)
     }
 
+    /// The requirements file and every file it includes (`-r`, `-c`), in the order pip
+    /// reads them, as canonical paths; empty without `--requirements`.
+    pub fn requirement_files(&self) -> Result<Vec<PathBuf>, CliError> {
+        let mut seen = Vec::new();
+        if let Some(r) = &self.requirements {
+            read_requirements(r, 0, &mut seen)?;
+        }
+        Ok(seen)
+    }
+
     /// Adds what the project files say to a query.
     pub fn apply(&self, q: &mut Query) -> Result<(), CliError> {
         let needs = self.read()?;

@@ -1,8 +1,9 @@
 //! Dockerfiles for a resolved stack: pure text generation.
 //!
-//! Owns: choosing the base image from compat-db's image catalog, how Python, torch and the
-//! project's requirements are installed and in which order, the user the image runs as,
-//! the labels, `NVIDIA_REQUIRE_CUDA`, and the build step that checks the torch installed.
+//! Owns: choosing images from compat-db's image catalog (the base of a Dockerfile, and the
+//! prebuilt image `pull` takes: [`prebuilt()`]), how Python, torch and the project's
+//! requirements are installed and in which order, the user the image runs as, the labels,
+//! `NVIDIA_REQUIRE_CUDA`, and the build step that checks the torch installed.
 //! Must not: read files, talk to Docker, or print. Paths of project files arrive already
 //! made relative to the build context; the caller writes the text where it belongs.
 //!
@@ -31,6 +32,9 @@ use std::collections::BTreeSet;
 use crate::db::{CudaRelease, Flavor, Image, ImageFamily, TorchRelease};
 use crate::model::{ComputeCapability, CudaVersion};
 use crate::resolve::Stack;
+
+pub mod prebuilt;
+pub use prebuilt::{Prebuilt, prebuilt};
 
 /// The uv release that installs Python. Pinned so that a rebuild gets the same interpreter.
 pub const UV_IMAGE: &str = "ghcr.io/astral-sh/uv:0.11.7";
