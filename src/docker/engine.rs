@@ -131,7 +131,7 @@ impl Engine for Bollard {
                 if let Some(aux) = info.aux.and_then(|a| a.id) {
                     id = Some(aux);
                 }
-                if let Some(text) = info.stream {
+                if let Some(text) = info.stream.map(|t| strip_ansi(&t)) {
                     if let Some(rest) = text.trim().strip_prefix("Successfully built ") {
                         short = Some(rest.trim().to_string());
                     }
@@ -168,6 +168,7 @@ impl Engine for Bollard {
                     size: i.size.and_then(|s| u64::try_from(s).ok()),
                     labels: config.labels.unwrap_or_default().into_iter().collect(),
                     env: config.env.unwrap_or_default(),
+                    user: config.user.unwrap_or_default(),
                     layers: i.root_fs.and_then(|r| r.layers).map_or(0, |l| l.len()),
                 }))
             }
@@ -348,6 +349,29 @@ impl Engine for Bollard {
     }
 }
 
+/// Text without ANSI escape sequences: the classic builder colours what a step writes to
+/// stderr, and gpuenv's output has no colour.
+fn strip_ansi(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '\u{1b}' {
+            out.push(c);
+            continue;
+        }
+        if chars.peek() == Some(&'[') {
+            chars.next();
+            // Parameters and intermediates, then one final byte in @..~.
+            for c in chars.by_ref() {
+                if ('@'..='~').contains(&c) {
+                    break;
+                }
+            }
+        }
+    }
+    out
+}
+
 /// The first regular file of a tar, bounded.
 fn first_file(tar: &[u8], limit: u64) -> Result<Vec<u8>, String> {
     let mut archive = tar::Archive::new(tar);
@@ -366,4 +390,18 @@ fn first_file(tar: &[u8], limit: u64) -> Result<Vec<u8>, String> {
         return Ok(data);
     }
     Err("not a regular file".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn colour_codes_of_the_builder_are_removed() {
+        assert_eq!(
+            strip_ansi("\u{1b}[91mERROR: no\n\u{1b}[0m\u{1b}[91mmore\u{1b}[0m"),
+            "ERROR: no\nmore"
+        );
+        assert_eq!(strip_ansi("plain"), "plain");
+    }
 }

@@ -3,7 +3,7 @@
 //! Owns: connecting (DOCKER_HOST or the default socket, the API version negotiated with
 //! the daemon), the [`Engine`] trait every Docker operation goes through (bollard's
 //! [`Bollard`] for real, a fake for unit tests), registry credentials ([`auth`]), image
-//! references ([`reference`]), build contexts ([`context`]), and the two operations the
+//! references ([`mod@reference`]), build contexts ([`context`]), and the two operations the
 //! commands run on an Engine: [`build`] (nothing tagged unless the build succeeded) and
 //! [`pull`] (the digest checked against what the registry announced). Engine answers
 //! become plain data and [`DockerError`]s with messages a user can act on.
@@ -223,6 +223,8 @@ pub struct ImageDetails {
     pub labels: BTreeMap<String, String>,
     /// `KEY=value` environment of its config.
     pub env: Vec<String>,
+    /// The user it runs as (`10001:10001`); empty for root.
+    pub user: String,
     /// How many layers.
     pub layers: usize,
 }
@@ -302,7 +304,7 @@ pub fn build(
                     step = Some(format!("step {frac} `{instruction}`"));
                     steps = Some(total);
                     output.clear();
-                } else if !line.is_empty() {
+                } else if !line.is_empty() && !is_bookkeeping(&line) {
                     if output.len() == STEP_OUTPUT_LINES {
                         output.remove(0);
                     }
@@ -336,6 +338,12 @@ pub fn build(
         size,
         steps,
     })
+}
+
+/// The classic builder's own lines between a step's header and its output.
+fn is_bookkeeping(line: &str) -> bool {
+    let l = line.trim_start();
+    l.starts_with("---> ") || l.starts_with("Removing intermediate container ")
 }
 
 /// `Step 3/12 : RUN x` (the classic builder's step header) → `("3/12", 12, "RUN x")`.
