@@ -1,5 +1,5 @@
-//! The flags that describe a stack and a machine (shared by `query`, `graph` and, later,
-//! `check`), and their conversion into a resolver [`Query`].
+//! The flags that describe a stack and a machine (shared by `query`, `graph`, `check`,
+//! `dockerfile`, `build` and `pull`), and their conversion into a resolver [`Query`].
 
 use std::path::PathBuf;
 

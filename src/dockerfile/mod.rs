@@ -445,12 +445,15 @@ pub fn generate(req: &Request<'_>) -> Result<Dockerfile, DockerfileError> {
     comment(
         &mut c,
         "A fixed numeric user: what it writes to bind mounts has a predictable owner, and \
-         runAsNonRoot policies can check it.",
+         runAsNonRoot policies can check it. It owns the project folder, so that it can write \
+         checkpoints and logs there; what is installed stays root's, read-only to it.",
     );
     w(c.trim_end());
     w(&format!(
-        "RUN useradd --create-home --no-log-init --uid {APP_UID} --user-group app"
+        "RUN useradd --create-home --no-log-init --uid {APP_UID} --user-group app \\"
     ));
+    w(&format!(" && mkdir -p {APP_DIR} \\"));
+    w(&format!(" && chown {APP_UID}:{APP_UID} {APP_DIR}"));
     w("");
     w("COPY --from=uv /uv /uvx /usr/local/bin/");
     if req.extensions {

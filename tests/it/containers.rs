@@ -88,7 +88,7 @@ const CASES: &[Case] = &[
             "pip-installed einops==0.8.0",
             "pip-installed numpy==1.26.4",
             "pip-constraints /opt/venv/constraints-torch.txt: torch==2.6.0+cu124 torchvision==0.21.0+cu124 torchaudio==2.6.0+cu124 ",
-            "torch-check ok 2.6.0+cu124 as 10001",
+            "torch-check ok 2.6.0+cu124 as 10001 in /app (writable)",
         ],
         labels: &[
             ("io.gpuenv.torch", "2.6.0+cu124"),
@@ -128,7 +128,7 @@ const CASES: &[Case] = &[
             "uv venv --seed --python 3.12 /opt/venv",
             "pip-installed torch==2.7.1+cu128",
             "pip-installed einops==0.8.0",
-            "torch-check ok 2.7.1+cu128 as 10001",
+            "torch-check ok 2.7.1+cu128 as 10001 in /app (writable)",
         ],
         labels: &[
             ("io.gpuenv.torch", "2.7.1+cu128"),
@@ -146,7 +146,7 @@ const CASES: &[Case] = &[
         log: &[
             "uv python install 3.10",
             "pip install --no-cache-dir --index-url https://download.pytorch.org/whl/cpu torch==2.5.1+cpu torchvision==0.20.1+cpu torchaudio==2.5.1+cpu",
-            "torch-check ok 2.5.1+cpu as 10001",
+            "torch-check ok 2.5.1+cpu as 10001 in /app (writable)",
         ],
         labels: &[("io.gpuenv.torch", "2.5.1+cpu"), ("io.gpuenv.variant", "cpu")],
         require_cuda: None,
