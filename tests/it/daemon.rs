@@ -225,6 +225,47 @@ impl Drop for Cleanup<'_> {
     }
 }
 
+/// Manifests a test pushed to the loopback registry, deleted from it on drop (the registry's
+/// config enables deletes; unreferenced layers wait for its garbage collection).
+pub struct Pushed {
+    registry: String,
+    items: Vec<(String, String)>,
+}
+
+impl Pushed {
+    /// Nothing pushed yet to `registry`.
+    pub fn new(registry: &str) -> Pushed {
+        Pushed {
+            registry: registry.to_string(),
+            items: Vec::new(),
+        }
+    }
+
+    /// Records `registry/repository:tag` pushed with `digest`.
+    pub fn add(&mut self, name: &str, digest: &str) {
+        let r = Reference::parse(name).unwrap();
+        self.items.push((r.repository, digest.to_string()));
+    }
+}
+
+impl Drop for Pushed {
+    fn drop(&mut self) {
+        for (repo, digest) in &self.items {
+            let Ok(mut s) = TcpStream::connect(&self.registry) else {
+                continue;
+            };
+            let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+            let _ = write!(
+                s,
+                "DELETE /v2/{repo}/manifests/{digest} HTTP/1.0\r\nHost: {}\r\n\r\n",
+                self.registry
+            );
+            let mut answer = String::new();
+            let _ = BufReader::new(s).read_line(&mut answer);
+        }
+    }
+}
+
 /// The loopback registry's address (`GPUENV_TEST_REGISTRY`, default `127.0.0.1:5555`),
 /// started with `scripts/test-services registry` when it is down.
 pub fn registry() -> String {

@@ -33,7 +33,12 @@ pub fn gpuenv_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Run {
 
 /// The command [`gpuenv_env`] runs, for callers that change it further.
 pub fn gpuenv_command(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_gpuenv"));
+    command(Path::new(env!("CARGO_BIN_EXE_gpuenv")), dir, args, env)
+}
+
+/// [`gpuenv_command`] with another copy of the binary.
+pub fn command(bin: &Path, dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Command {
+    let mut cmd = Command::new(bin);
     cmd.args(args).current_dir(dir);
     for (k, _) in std::env::vars() {
         if k.starts_with("GPUENV_") {
