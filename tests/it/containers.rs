@@ -632,7 +632,12 @@ fn registry_faults_before_and_in_the_middle_of_a_pull_exit_3_and_tag_nothing() {
 
 #[test]
 fn no_daemon_is_exit_3_with_a_clear_message() {
-    for host in ["unix:///nonexistent.sock", "tcp://127.0.0.1:1"] {
+    // A socket file nothing listens on any more, as a stopped daemon leaves it.
+    let dir = tempfile::tempdir().unwrap();
+    let dead = dir.path().join("dead.sock");
+    drop(std::os::unix::net::UnixListener::bind(&dead).unwrap());
+    let dead = format!("unix://{}", dead.display());
+    for host in ["unix:///nonexistent.sock", dead.as_str(), "tcp://127.0.0.1:1"] {
         let env = [("DOCKER_HOST", host)];
         let build = gpuenv_env(
             &root(),
