@@ -489,8 +489,12 @@ pub(crate) fn classify(e: bollard::errors::Error) -> DockerError {
     let mut chain = text.clone();
     let mut src = std::error::Error::source(&e);
     while let Some(s) = src {
-        chain.push_str(": ");
-        chain.push_str(&s.to_string());
+        // hyper repeats its context at each level; each sentence once is enough.
+        let t = s.to_string();
+        if !chain.contains(&t) {
+            chain.push_str(": ");
+            chain.push_str(&t);
+        }
         src = s.source();
     }
     let lower = chain.to_lowercase();
