@@ -7,12 +7,15 @@
 //! Modules, and what may call what (`cli` calls everything):
 //! - [`model`]: domain types and parsers; pure.
 //! - [`db`]: the compat database: load (embedded or a directory), validate, lint, look up.
+//! - [`dockerfile`]: Dockerfiles for a resolved stack; pure text.
+//! - [`docker`]: the only module that talks to the Docker Engine.
 //! - [`report`]: the only module that prints.
 //! - [`cli`]: argument parsing and dispatch.
 
 pub mod cli;
 pub mod db;
 pub mod docker;
+pub mod dockerfile;
 pub mod host;
 pub mod judge;
 pub mod model;

@@ -9,6 +9,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+mod containers;
 mod host;
 mod stack;
 
@@ -64,6 +65,32 @@ pub enum CliError {
     /// Writing the report failed.
     #[error("cannot write output: {0}")]
     Io(#[from] io::Error),
+    /// A file could not be written.
+    #[error("cannot write `{}`: {source}", path.display())]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+    /// No stack runs on the machine described.
+    #[error("{0}")]
+    NoStack(String),
+    /// No Dockerfile can be written for the stack.
+    #[error(transparent)]
+    Dockerfile(#[from] crate::dockerfile::DockerfileError),
+    /// An image name is malformed.
+    #[error(transparent)]
+    Reference(#[from] crate::docker::ReferenceError),
+    /// Registry credentials could not be read.
+    #[error(transparent)]
+    Auth(#[from] crate::docker::auth::AuthError),
+    /// The build context could not be made.
+    #[error(transparent)]
+    Context(#[from] crate::docker::context::ContextError),
+    /// The Docker daemon or a registry failed.
+    #[error(transparent)]
+    Docker(#[from] crate::docker::DockerError),
 }
 
 impl CliError {
@@ -80,6 +107,13 @@ impl CliError {
             CliError::Upstream(UpstreamError::OutDir { .. }) => Exit::BadInput,
             CliError::Upstream(_) => Exit::Environment,
             CliError::Io(_) => Exit::Environment,
+            CliError::Write { .. } => Exit::Environment,
+            CliError::NoStack(_) => Exit::Findings,
+            CliError::Dockerfile(_) => Exit::BadInput,
+            CliError::Reference(_) => Exit::BadInput,
+            CliError::Auth(_) => Exit::BadInput,
+            CliError::Context(_) => Exit::BadInput,
+            CliError::Docker(_) => Exit::Environment,
         }
     }
 }
@@ -120,6 +154,17 @@ enum Command {
     /// On the rented host: the project's needs (the flags and files of `query`) against
     /// this host, and acceptance against the order (`--expect-*` or `--order FILE`).
     Check(Box<CheckArgs>),
+    /// A Dockerfile for the best stack the flags of `query` allow: a base from the image
+    /// catalog, Python, pinned torch, the project's requirements, a non-root user, labels,
+    /// NVIDIA_REQUIRE_CUDA and a torch check. To stdout, or --out FILE.
+    Dockerfile(Box<containers::DockerfileArgs>),
+    /// Build that Dockerfile through the Docker Engine (in-memory context, progress on
+    /// stderr) and tag the image once every step succeeded. Exit 3 when a step fails.
+    Build(Box<containers::BuildArgs>),
+    /// Pull IMAGE, or the best catalog image for the stack, with per-layer progress on
+    /// stderr and its digest checked against the registry's. Exit 3 when the registry
+    /// refuses or fails.
+    Pull(Box<containers::PullArgs>),
 }
 
 #[derive(Debug, Args)]
@@ -421,6 +466,9 @@ fn dispatch(cli: &Cli, out: &mut dyn Write) -> Result<Exit, CliError> {
             )
         }
         Command::Check(args) => check(cli, args, out),
+        Command::Dockerfile(args) => containers::dockerfile(&cli.db, args, out),
+        Command::Build(args) => containers::build(&cli.db, args, out),
+        Command::Pull(args) => containers::pull(&cli.db, args, out),
         Command::Show(args) => {
             let db = open_db(&cli.db)?;
             let found: Found<'_> = db.find(args.kind.into(), &args.name)?;

@@ -1,5 +1,5 @@
-//! The flags that describe a stack and a machine (shared by `query`, `graph` and, later,
-//! `check`), and their conversion into a resolver [`Query`].
+//! The flags that describe a stack and a machine (shared by `query`, `graph`, `check`,
+//! `dockerfile`, `build` and `pull`), and their conversion into a resolver [`Query`].
 
 use std::path::PathBuf;
 
@@ -218,6 +218,16 @@ impl ProjectArgs {
             needs.merge(read_requirements(r, 0, &mut Vec::new())?);
         }
         Ok(needs)
+    }
+
+    /// The requirements file and every file it includes (`-r`, `-c`), in the order pip
+    /// reads them, as canonical paths; empty without `--requirements`.
+    pub fn requirement_files(&self) -> Result<Vec<PathBuf>, CliError> {
+        let mut seen = Vec::new();
+        if let Some(r) = &self.requirements {
+            read_requirements(r, 0, &mut seen)?;
+        }
+        Ok(seen)
     }
 
     /// Adds what the project files say to a query.

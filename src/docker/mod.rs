@@ -1,12 +1,38 @@
 //! The only module that talks to the Docker Engine (through bollard).
 //!
-//! Owns: connecting (DOCKER_HOST or the default socket, API version negotiated), and
-//! turning Engine answers into plain data. Must not: decide compatibility or print.
+//! Owns: connecting (DOCKER_HOST or the default socket, the API version negotiated with
+//! the daemon), the [`Engine`] trait every Docker operation goes through (bollard's
+//! [`Bollard`] for real, a fake for unit tests), registry credentials ([`auth`]), image
+//! references ([`mod@reference`]), build contexts ([`context`]), and the two operations the
+//! commands run on an Engine: [`build`] (nothing tagged unless the build succeeded) and
+//! [`pull`] (the digest checked against what the registry announced). Engine answers
+//! become plain data and [`DockerError`]s with messages a user can act on.
+//!
+//! Must not: decide compatibility, choose images, or print. Progress arrives as
+//! [`Progress`] events through a callback; the caller decides where they go. Credentials
+//! go to the Engine and nowhere else (see [`auth`]).
+//!
 //! Blocking callers get a facade over a small single-threaded runtime.
 
+pub mod auth;
+pub mod context;
+mod engine;
+pub mod reference;
+
+#[cfg(test)]
+pub(crate) mod fake;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::fmt;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+
+pub use auth::Credentials;
+pub use engine::Bollard;
+pub use reference::{Reference, ReferenceError};
 
 /// What the Engine says about itself, for `doctor`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -25,7 +51,38 @@ pub struct EngineInfo {
     pub cdi_spec_dirs: Vec<String>,
 }
 
-/// Why the Engine could not be used.
+/// How a registry failed a pull or push.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RegistryFault {
+    /// 401/403: no credentials, or refused ones.
+    Unauthorized,
+    /// 404: no such repository, tag, manifest or blob.
+    NotFound,
+    /// 5xx: the registry itself failed.
+    ServerError,
+    /// The daemon could not reach the registry.
+    Unreachable,
+    /// Anything else the daemon reported.
+    Other,
+}
+
+impl fmt::Display for RegistryFault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            RegistryFault::Unauthorized => {
+                "authentication required or refused (HTTP 401): log in with `docker login`, or set \
+                 GPUENV_REGISTRY_USER and GPUENV_REGISTRY_PASSWORD"
+            }
+            RegistryFault::NotFound => "no such image, tag or layer there (HTTP 404)",
+            RegistryFault::ServerError => "the registry failed (HTTP 5xx); try again later",
+            RegistryFault::Unreachable => "the daemon cannot reach the registry",
+            RegistryFault::Other => "the pull failed",
+        })
+    }
+}
+
+/// Why the Engine could not be used, or refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DockerError {
     /// Nothing answers at the socket or address.
@@ -48,30 +105,405 @@ pub enum DockerError {
     /// No answer in time.
     #[error("the Docker daemon did not answer within {0:?}")]
     Timeout(Duration),
+    /// A build step failed; `output` is what that step printed (its last lines).
+    #[error("{}", build_failure(step.as_deref(), message, output))]
+    BuildFailed {
+        /// ``step 7/12 `RUN ...` ``, when the build got that far.
+        step: Option<String>,
+        /// The daemon's message.
+        message: String,
+        /// The step's output.
+        output: Vec<String>,
+    },
+    /// The registry refused or failed a pull or push.
+    #[error("cannot pull `{image}`: {fault}{}", if detail.is_empty() { String::new() } else { format!(" (the daemon says: {detail})") })]
+    Registry {
+        /// The image.
+        image: String,
+        /// What kind of failure.
+        fault: RegistryFault,
+        /// The daemon's message.
+        detail: String,
+    },
+    /// The Engine has no such image.
+    #[error("no image `{0}` in the Docker daemon")]
+    NoSuchImage(String),
+    /// What was pulled is not what the registry announced; the tag was removed again.
+    #[error(
+        "`{image}`: the registry announced {announced} but the daemon holds {pulled}; the image was \
+         untagged again (the tag may have moved during the pull: pull again)"
+    )]
+    DigestMismatch {
+        /// The image.
+        image: String,
+        /// The digest the registry announced.
+        announced: String,
+        /// The digest pulled.
+        pulled: String,
+    },
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime, DockerError> {
+fn build_failure(step: Option<&str>, message: &str, output: &[String]) -> String {
+    let mut s = match step {
+        Some(step) => format!("the build failed at {step}: {message}"),
+        None => format!("the build failed: {message}"),
+    };
+    if !output.is_empty() {
+        s.push_str("\noutput of the failed step:");
+        for line in output {
+            s.push_str("\n  | ");
+            s.push_str(line);
+        }
+    }
+    s
+}
+
+impl DockerError {
+    /// The same error with every credential form scrubbed from its text.
+    pub fn redacted(self, creds: Option<&Credentials>) -> DockerError {
+        let Some(c) = creds else { return self };
+        let r = |s: String| c.redact(&s);
+        match self {
+            DockerError::Unreachable { host, reason } => DockerError::Unreachable {
+                host,
+                reason: r(reason),
+            },
+            DockerError::Api(m) => DockerError::Api(r(m)),
+            DockerError::BuildFailed {
+                step,
+                message,
+                output,
+            } => DockerError::BuildFailed {
+                step,
+                message: r(message),
+                output: output.into_iter().map(r).collect(),
+            },
+            DockerError::Registry { image, fault, detail } => DockerError::Registry {
+                image,
+                fault,
+                detail: r(detail),
+            },
+            other => other,
+        }
+    }
+}
+
+/// Something worth telling the user while a build, pull or push runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Progress {
+    /// Output of the build (a chunk: one or more lines, or part of one).
+    Build(String),
+    /// One layer changed state (`Downloading`, `Pull complete`), with bytes when known.
+    Layer {
+        /// The layer's short id.
+        id: String,
+        /// Its state.
+        status: String,
+        /// Bytes done.
+        current: Option<u64>,
+        /// Bytes in all.
+        total: Option<u64>,
+    },
+    /// A line about the whole operation (`Digest: sha256:...`).
+    Status(String),
+}
+
+/// What the Engine knows of a local image.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ImageDetails {
+    /// `sha256:...`.
+    pub id: String,
+    /// `repo:tag` names.
+    pub repo_tags: Vec<String>,
+    /// `repo@sha256:...` names: set by pulls and pushes, never by builds.
+    pub repo_digests: Vec<String>,
+    /// Bytes.
+    pub size: Option<u64>,
+    /// Labels of its config.
+    pub labels: BTreeMap<String, String>,
+    /// `KEY=value` environment of its config.
+    pub env: Vec<String>,
+    /// The user it runs as (`10001:10001`); empty for root.
+    pub user: String,
+    /// How many layers.
+    pub layers: usize,
+}
+
+/// The Docker operations gpuenv uses. Every one blocks until done; long ones report
+/// [`Progress`] as they go.
+pub trait Engine {
+    /// Builds the context (a tar holding `Dockerfile`) and returns the image id. The image
+    /// is left untagged: [`build`] tags it only once the whole build succeeded.
+    fn build(&self, context: Vec<u8>, progress: &mut dyn FnMut(Progress)) -> Result<String, DockerError>;
+    /// Gives an image another name.
+    fn tag(&self, image: &str, name: &Reference) -> Result<(), DockerError>;
+    /// A local image by name or id; `None` when there is none.
+    fn inspect(&self, name: &str) -> Result<Option<ImageDetails>, DockerError>;
+    /// Removes a name (and the image, when it was its last name); `false` when there was
+    /// none.
+    fn remove(&self, name: &str, force: bool) -> Result<bool, DockerError>;
+    /// The digest the registry announces for a reference now, without pulling.
+    fn registry_digest(&self, image: &Reference, creds: Option<&Credentials>) -> Result<String, DockerError>;
+    /// Pulls an image; returns the digest the pull reported.
+    fn pull(
+        &self,
+        image: &Reference,
+        creds: Option<&Credentials>,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<Option<String>, DockerError>;
+    /// Pushes a local image; returns the digest the registry gave it.
+    fn push(
+        &self,
+        image: &Reference,
+        creds: Option<&Credentials>,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<Option<String>, DockerError>;
+    /// Makes an image from a root filesystem tar (with Dockerfile-style `changes` such as
+    /// `ENV PATH=/bin`), named `name`; returns its id.
+    fn import(&self, rootfs: Vec<u8>, name: &Reference, changes: &[String]) -> Result<String, DockerError>;
+    /// One file of an image, read through a container that is created, never started,
+    /// and removed again. At most `limit` bytes.
+    fn read_file(&self, image: &str, path: &str, limit: u64) -> Result<Vec<u8>, DockerError>;
+}
+
+/// A finished build.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Built {
+    /// `sha256:...`.
+    pub image_id: String,
+    /// The name given.
+    pub tag: String,
+    /// Bytes.
+    pub size: Option<u64>,
+    /// Steps the Dockerfile had.
+    pub steps: Option<u32>,
+}
+
+/// The last lines of a step kept for the error message.
+const STEP_OUTPUT_LINES: usize = 40;
+
+/// Builds a context and, only when every step succeeded, tags the image: a failed build
+/// leaves no name pointing at a half-built image (an earlier image of that name keeps it).
+pub fn build(
+    engine: &dyn Engine,
+    context: Vec<u8>,
+    tag: &Reference,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<Built, DockerError> {
+    let mut step: Option<String> = None;
+    let mut steps: Option<u32> = None;
+    let mut output: Vec<String> = Vec::new();
+    let mut partial = String::new();
+    let result = engine.build(context, &mut |p| {
+        if let Progress::Build(chunk) = &p {
+            partial.push_str(chunk);
+            while let Some(i) = partial.find('\n') {
+                let line: String = partial.drain(..=i).collect();
+                let line = line.trim_end().to_string();
+                if let Some((frac, total, instruction)) = step_header(&line) {
+                    step = Some(format!("step {frac} `{instruction}`"));
+                    steps = Some(total);
+                    output.clear();
+                } else if !line.is_empty() && !is_bookkeeping(&line) {
+                    if output.len() == STEP_OUTPUT_LINES {
+                        output.remove(0);
+                    }
+                    output.push(line);
+                }
+            }
+        }
+        progress(p);
+    });
+    let id = match result {
+        Ok(id) => id,
+        Err(DockerError::BuildFailed { message, .. }) => {
+            if !partial.trim().is_empty() {
+                output.push(partial.trim_end().to_string());
+            }
+            // The daemon's own summary line repeats the message; keep the step's output.
+            output.retain(|l| !l.contains(message.trim()));
+            return Err(DockerError::BuildFailed {
+                step,
+                message: message.trim().to_string(),
+                output,
+            });
+        }
+        Err(e) => return Err(e),
+    };
+    engine.tag(&id, tag)?;
+    let size = engine.inspect(&id)?.and_then(|d| d.size);
+    Ok(Built {
+        image_id: id,
+        tag: tag.to_string(),
+        size,
+        steps,
+    })
+}
+
+/// The classic builder's own lines between a step's header and its output.
+fn is_bookkeeping(line: &str) -> bool {
+    let l = line.trim_start();
+    l.starts_with("---> ") || l.starts_with("Removing intermediate container ")
+}
+
+/// `Step 3/12 : RUN x` (the classic builder's step header) → `("3/12", 12, "RUN x")`.
+fn step_header(line: &str) -> Option<(&str, u32, &str)> {
+    let rest = line.strip_prefix("Step ")?;
+    let (frac, instruction) = rest.split_once(" : ")?;
+    let (n, total) = frac.split_once('/')?;
+    n.parse::<u32>().ok()?;
+    Some((frac, total.parse().ok()?, instruction))
+}
+
+/// A finished, verified pull.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Pulled {
+    /// The reference pulled.
+    pub image: String,
+    /// The manifest digest, equal to what the registry announced.
+    pub digest: String,
+    /// `sha256:...` of the local image.
+    pub image_id: String,
+    /// Bytes.
+    pub size: Option<u64>,
+    /// Layers of the image.
+    pub layers: usize,
+    /// Layers that were downloaded (the rest were already here).
+    pub downloaded_layers: usize,
+}
+
+/// Pulls an image and checks that the daemon now holds the manifest the registry
+/// announced before the pull (the tag's digest, or the digest written in the reference).
+/// On a mismatch the name is removed again, so nothing unverified stays tagged.
+/// Messages never contain the credentials.
+pub fn pull(
+    engine: &dyn Engine,
+    image: &Reference,
+    creds: Option<&Credentials>,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<Pulled, DockerError> {
+    let mut run = || -> Result<Pulled, DockerError> {
+        let announced = match &image.digest {
+            Some(d) => d.clone(),
+            None => engine.registry_digest(image, creds)?,
+        };
+        let mut downloaded = std::collections::BTreeSet::new();
+        let reported = engine.pull(image, creds, &mut |p| {
+            if let Progress::Layer { id, status, .. } = &p {
+                if status == "Pull complete" {
+                    downloaded.insert(id.clone());
+                }
+            }
+            progress(p);
+        })?;
+        let name = image.to_string();
+        let details = engine
+            .inspect(&name)?
+            .ok_or_else(|| DockerError::NoSuchImage(name.clone()))?;
+        let held: Option<&str> = details
+            .repo_digests
+            .iter()
+            .filter_map(|d| d.split_once('@').map(|(_, d)| d))
+            .find(|d| *d == announced);
+        let mismatch = match (&reported, held) {
+            (Some(r), _) if *r != announced => Some(r.clone()),
+            (_, None) => Some(
+                details
+                    .repo_digests
+                    .iter()
+                    .filter_map(|d| d.split_once('@').map(|(_, d)| d.to_string()))
+                    .next()
+                    .unwrap_or_else(|| "no digest".into()),
+            ),
+            _ => None,
+        };
+        if let Some(pulled) = mismatch {
+            if image.digest.is_none() {
+                engine.remove(&name, false)?;
+            }
+            return Err(DockerError::DigestMismatch {
+                image: name,
+                announced,
+                pulled,
+            });
+        }
+        Ok(Pulled {
+            image: name,
+            digest: announced,
+            image_id: details.id,
+            size: details.size,
+            layers: details.layers,
+            downloaded_layers: downloaded.len(),
+        })
+    };
+    run().map_err(|e| e.redacted(creds))
+}
+
+/// Tells how a registry failed from the daemon's message (its HTTP status is that of the
+/// daemon, not of the registry).
+pub(crate) fn registry_fault(message: &str) -> RegistryFault {
+    let lower = message.to_lowercase();
+    let tokens: Vec<&str> = lower.split(|c: char| !c.is_ascii_alphanumeric()).collect();
+    let has = |t: &str| tokens.contains(&t);
+    if lower.contains("no basic auth credentials")
+        || lower.contains("unauthorized")
+        || lower.contains("authentication required")
+        || lower.contains("denied")
+        || has("401")
+        || has("403")
+    {
+        RegistryFault::Unauthorized
+    } else if lower.contains("manifest unknown")
+        || lower.contains("not found")
+        || lower.contains("unknown blob")
+        || lower.contains("name unknown")
+        || lower.contains("does not exist")
+        || has("404")
+    {
+        RegistryFault::NotFound
+    } else if lower.contains("internal server error") || ["500", "502", "503", "504"].iter().any(|c| has(c)) {
+        RegistryFault::ServerError
+    } else if lower.contains("connection refused")
+        || lower.contains("no such host")
+        || lower.contains("i/o timeout")
+        || lower.contains("network is unreachable")
+        || lower.contains("tls handshake timeout")
+    {
+        RegistryFault::Unreachable
+    } else {
+        RegistryFault::Other
+    }
+}
+
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, DockerError> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| DockerError::Api(format!("cannot start an I/O runtime: {e}")))
 }
 
-fn classify(e: bollard::errors::Error) -> DockerError {
+/// Maps a failure to reach or use the daemon.
+pub(crate) fn classify(e: bollard::errors::Error) -> DockerError {
     let host = std::env::var("DOCKER_HOST").ok();
     let text = e.to_string();
     let mut chain = text.clone();
     let mut src = std::error::Error::source(&e);
     while let Some(s) = src {
-        chain.push_str(": ");
-        chain.push_str(&s.to_string());
+        // hyper repeats its context at each level; each sentence once is enough.
+        let t = s.to_string();
+        if !chain.contains(&t) {
+            chain.push_str(": ");
+            chain.push_str(&t);
+        }
         src = s.source();
     }
     let lower = chain.to_lowercase();
     if lower.contains("permission denied") {
         DockerError::PermissionDenied { host }
-    } else if matches!(e, bollard::errors::Error::DockerResponseServerError { .. }) {
-        DockerError::Api(text)
+    } else if let bollard::errors::Error::DockerResponseServerError { message, .. } = &e {
+        DockerError::Api(message.clone())
+    } else if let bollard::errors::Error::DockerStreamError { error } = &e {
+        DockerError::Api(error.clone())
     } else {
         DockerError::Unreachable { host, reason: chain }
     }

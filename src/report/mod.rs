@@ -3,9 +3,11 @@
 //! Owns: layout of reports, the JSON `schema_version`, and turning records into lines.
 //! Must not: compute anything a test would want to check without reading text (that belongs
 //! to the module that produced the result). Data goes to the writer it is given (stdout);
-//! nothing here writes to stderr. No colour is used, so output reads the same everywhere,
-//! with or without `NO_COLOR`.
+//! progress lines ([`ProgressLines`]) go to the writer given for them (the caller passes
+//! stderr); nothing here opens stdout or stderr itself. No colour is used, so output reads
+//! the same everywhere, with or without `NO_COLOR`.
 
+mod containers;
 mod host;
 mod query;
 
@@ -17,6 +19,9 @@ use serde_json::{Map, Value, json};
 use crate::db::{Db, Found, Kind, Problem};
 use crate::upstream::Summary;
 
+pub use containers::{
+    ProgressLines, built, dockerfile_text, dockerfile_written, human_size, pull_plan, pulled,
+};
 pub use host::{check, doctor};
 pub use query::{QueryOpts, query};
 

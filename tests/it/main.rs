@@ -1,6 +1,8 @@
 //! Integration tests: one binary, a module per command.
 
 mod codes;
+mod containers;
+mod daemon;
 mod db;
 mod doctor;
 mod query;

@@ -22,13 +22,35 @@ pub struct Run {
 
 /// Runs `gpuenv ARGS` in `dir` with a clean `GPUENV_*` environment.
 pub fn gpuenv_in(dir: &Path, args: &[&str]) -> Run {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_gpuenv"));
+    gpuenv_env(dir, args, &[])
+}
+
+/// Runs `gpuenv ARGS` in `dir` with a clean `GPUENV_*` environment plus `env`.
+pub fn gpuenv_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Run {
+    let mut cmd = gpuenv_command(dir, args, env);
+    run(&mut cmd)
+}
+
+/// The command [`gpuenv_env`] runs, for callers that change it further.
+pub fn gpuenv_command(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Command {
+    command(Path::new(env!("CARGO_BIN_EXE_gpuenv")), dir, args, env)
+}
+
+/// [`gpuenv_command`] with another copy of the binary.
+pub fn command(bin: &Path, dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Command {
+    let mut cmd = Command::new(bin);
     cmd.args(args).current_dir(dir);
     for (k, _) in std::env::vars() {
         if k.starts_with("GPUENV_") {
             cmd.env_remove(k);
         }
     }
+    cmd.envs(env.iter().copied());
+    cmd
+}
+
+/// Runs a command and collects what it printed.
+pub fn run(cmd: &mut Command) -> Run {
     let Output {
         status,
         stdout,

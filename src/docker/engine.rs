@@ -1,0 +1,407 @@
+//! [`Engine`] over bollard: each operation runs to completion on a single-threaded
+//! runtime owned by the connection.
+
+use std::time::Duration;
+
+use bollard::auth::DockerCredentials;
+use bollard::models::ContainerCreateBody;
+use bollard::query_parameters::{
+    BuildImageOptions, CreateImageOptions, DownloadFromContainerOptions, PushImageOptions,
+    RemoveContainerOptions, RemoveImageOptions, TagImageOptions,
+};
+use futures_util::StreamExt;
+
+use super::{
+    Credentials, DockerError, Engine, ImageDetails, Progress, Reference, RegistryFault, classify, connect,
+    registry_fault, runtime,
+};
+
+/// A connection to the Docker Engine, its API version negotiated.
+pub struct Bollard {
+    rt: tokio::runtime::Runtime,
+    docker: bollard::Docker,
+}
+
+impl std::fmt::Debug for Bollard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Bollard")
+            .field("api_version", &self.docker.client_version().to_string())
+            .finish()
+    }
+}
+
+fn bollard_creds(c: Option<&Credentials>) -> Option<DockerCredentials> {
+    c.map(|c| DockerCredentials {
+        username: Some(c.username.clone()),
+        password: Some(c.password().to_string()),
+        serveraddress: Some(c.server.clone()),
+        ..DockerCredentials::default()
+    })
+}
+
+fn is_not_found(e: &bollard::errors::Error) -> bool {
+    matches!(
+        e,
+        bollard::errors::Error::DockerResponseServerError { status_code: 404, .. }
+    )
+}
+
+/// A pull or push failure: the registry's when the daemon answered, the daemon's when it
+/// did not.
+fn registry_error(image: &Reference, e: bollard::errors::Error) -> DockerError {
+    let message = match &e {
+        bollard::errors::Error::DockerResponseServerError { message, .. } => message.clone(),
+        bollard::errors::Error::DockerStreamError { error } => error.clone(),
+        _ => return classify(e),
+    };
+    DockerError::Registry {
+        image: image.to_string(),
+        fault: registry_fault(&message),
+        detail: message,
+    }
+}
+
+fn layer_event(
+    id: Option<String>,
+    status: Option<String>,
+    current: Option<i64>,
+    total: Option<i64>,
+) -> Progress {
+    let status = status.unwrap_or_default();
+    match id {
+        // The first line of a pull carries the tag as its id: it is not a layer.
+        Some(id) if !status.starts_with("Pulling from") && !status.starts_with("The push refers") => {
+            Progress::Layer {
+                id,
+                status,
+                current: current.and_then(|c| u64::try_from(c).ok()),
+                total: total.and_then(|t| u64::try_from(t).ok()).filter(|t| *t > 0),
+            }
+        }
+        _ => Progress::Status(status),
+    }
+}
+
+impl Bollard {
+    /// Connects (DOCKER_HOST or the local socket) and negotiates the API version, giving up
+    /// after `timeout`.
+    pub fn connect(timeout: Duration) -> Result<Bollard, DockerError> {
+        let rt = runtime()?;
+        let docker = connect()?;
+        let docker = rt
+            .block_on(async { tokio::time::timeout(timeout, docker.negotiate_version()).await })
+            .map_err(|_| DockerError::Timeout(timeout))?
+            .map_err(classify)?;
+        Ok(Bollard { rt, docker })
+    }
+
+    /// The API version in use.
+    pub fn api_version(&self) -> String {
+        self.docker.client_version().to_string()
+    }
+}
+
+impl Engine for Bollard {
+    fn build(&self, context: Vec<u8>, progress: &mut dyn FnMut(Progress)) -> Result<String, DockerError> {
+        let options = BuildImageOptions {
+            dockerfile: "Dockerfile".into(),
+            // Intermediate containers go even when a step fails.
+            rm: true,
+            forcerm: true,
+            ..BuildImageOptions::default()
+        };
+        self.rt.block_on(async {
+            let mut stream = self
+                .docker
+                .build_image(options, None, Some(bollard::body_full(context.into())));
+            let mut id: Option<String> = None;
+            let mut short: Option<String> = None;
+            while let Some(item) = stream.next().await {
+                let info = match item {
+                    Ok(i) => i,
+                    Err(bollard::errors::Error::DockerStreamError { error }) => {
+                        return Err(DockerError::BuildFailed {
+                            step: None,
+                            message: error,
+                            output: Vec::new(),
+                        });
+                    }
+                    Err(e) => return Err(classify(e)),
+                };
+                if let Some(aux) = info.aux.and_then(|a| a.id) {
+                    id = Some(aux);
+                }
+                if let Some(text) = info.stream.map(|t| strip_ansi(&t)) {
+                    if let Some(rest) = text.trim().strip_prefix("Successfully built ") {
+                        short = Some(rest.trim().to_string());
+                    }
+                    progress(Progress::Build(text));
+                } else if info.status.is_some() {
+                    let d = info.progress_detail.unwrap_or_default();
+                    progress(layer_event(info.id, info.status, d.current, d.total));
+                }
+            }
+            // Engines before API 1.30 do not send the id as `aux`; the short id serves.
+            id.or(short)
+                .ok_or_else(|| DockerError::Api("the build ended without naming the image it made".into()))
+        })
+    }
+
+    fn tag(&self, image: &str, name: &Reference) -> Result<(), DockerError> {
+        let options = TagImageOptions {
+            repo: Some(name.name()),
+            tag: Some(name.tag_or_latest().unwrap_or("latest").to_string()),
+        };
+        self.rt
+            .block_on(self.docker.tag_image(image, Some(options)))
+            .map_err(classify)
+    }
+
+    fn inspect(&self, name: &str) -> Result<Option<ImageDetails>, DockerError> {
+        match self.rt.block_on(self.docker.inspect_image(name)) {
+            Ok(i) => {
+                let config = i.config.unwrap_or_default();
+                Ok(Some(ImageDetails {
+                    id: i.id.unwrap_or_default(),
+                    repo_tags: i.repo_tags.unwrap_or_default(),
+                    repo_digests: i.repo_digests.unwrap_or_default(),
+                    size: i.size.and_then(|s| u64::try_from(s).ok()),
+                    labels: config.labels.unwrap_or_default().into_iter().collect(),
+                    env: config.env.unwrap_or_default(),
+                    user: config.user.unwrap_or_default(),
+                    layers: i.root_fs.and_then(|r| r.layers).map_or(0, |l| l.len()),
+                }))
+            }
+            Err(e) if is_not_found(&e) => Ok(None),
+            Err(e) => Err(classify(e)),
+        }
+    }
+
+    fn remove(&self, name: &str, force: bool) -> Result<bool, DockerError> {
+        let options = RemoveImageOptions {
+            force,
+            noprune: false,
+            ..RemoveImageOptions::default()
+        };
+        match self
+            .rt
+            .block_on(self.docker.remove_image(name, Some(options), None))
+        {
+            Ok(_) => Ok(true),
+            Err(e) if is_not_found(&e) => Ok(false),
+            Err(e) => Err(classify(e)),
+        }
+    }
+
+    fn registry_digest(&self, image: &Reference, creds: Option<&Credentials>) -> Result<String, DockerError> {
+        let name = image.to_string();
+        let answer = self
+            .rt
+            .block_on(self.docker.inspect_registry_image(&name, bollard_creds(creds)))
+            .map_err(|e| registry_error(image, e))?;
+        answer.descriptor.digest.ok_or_else(|| DockerError::Registry {
+            image: name,
+            fault: RegistryFault::Other,
+            detail: "the registry announced no digest".into(),
+        })
+    }
+
+    fn pull(
+        &self,
+        image: &Reference,
+        creds: Option<&Credentials>,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<Option<String>, DockerError> {
+        let options = CreateImageOptions {
+            from_image: Some(image.name()),
+            // The Engine takes a digest where a tag would go.
+            tag: image
+                .digest
+                .clone()
+                .or_else(|| image.tag_or_latest().map(String::from)),
+            ..CreateImageOptions::default()
+        };
+        self.rt.block_on(async {
+            let mut stream = self
+                .docker
+                .create_image(Some(options), None, bollard_creds(creds));
+            let mut digest = None;
+            while let Some(item) = stream.next().await {
+                let info = item.map_err(|e| registry_error(image, e))?;
+                if let Some(d) = info.status.as_deref().and_then(|s| s.strip_prefix("Digest: ")) {
+                    digest = Some(d.trim().to_string());
+                }
+                let d = info.progress_detail.unwrap_or_default();
+                progress(layer_event(info.id, info.status, d.current, d.total));
+            }
+            Ok(digest)
+        })
+    }
+
+    fn push(
+        &self,
+        image: &Reference,
+        creds: Option<&Credentials>,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<Option<String>, DockerError> {
+        let options = PushImageOptions {
+            tag: image.tag_or_latest().map(String::from),
+            ..PushImageOptions::default()
+        };
+        let name = image.name();
+        self.rt.block_on(async {
+            let mut stream = self.docker.push_image(&name, Some(options), bollard_creds(creds));
+            let mut digest = None;
+            while let Some(item) = stream.next().await {
+                let info = item.map_err(|e| registry_error(image, e))?;
+                // `<tag>: digest: sha256:... size: 527`
+                if let Some(s) = info.status.as_deref() {
+                    if let Some(rest) = s.split_once("digest: ").map(|(_, r)| r) {
+                        digest = rest.split_whitespace().next().map(String::from);
+                    }
+                }
+                let d = info.progress_detail.unwrap_or_default();
+                progress(layer_event(None, info.status, d.current, d.total));
+            }
+            Ok(digest)
+        })
+    }
+
+    fn import(&self, rootfs: Vec<u8>, name: &Reference, changes: &[String]) -> Result<String, DockerError> {
+        let options = CreateImageOptions {
+            from_src: Some("-".into()),
+            repo: Some(name.name()),
+            tag: name.tag_or_latest().map(String::from),
+            changes: changes.to_vec(),
+            ..CreateImageOptions::default()
+        };
+        self.rt.block_on(async {
+            let mut stream =
+                self.docker
+                    .create_image(Some(options), Some(bollard::body_full(rootfs.into())), None);
+            while let Some(item) = stream.next().await {
+                item.map_err(classify)?;
+            }
+            Ok::<(), DockerError>(())
+        })?;
+        self.inspect(&name.to_string())?
+            .map(|d| d.id)
+            .ok_or_else(|| DockerError::NoSuchImage(name.to_string()))
+    }
+
+    fn read_file(&self, image: &str, path: &str, limit: u64) -> Result<Vec<u8>, DockerError> {
+        let body = ContainerCreateBody {
+            image: Some(image.to_string()),
+            // Never started: a command is only needed because an image may have none.
+            cmd: Some(vec!["/gpuenv-never-started".into()]),
+            entrypoint: Some(Vec::new()),
+            ..ContainerCreateBody::default()
+        };
+        self.rt.block_on(async {
+            let created = self.docker.create_container(None, body).await.map_err(|e| {
+                if is_not_found(&e) {
+                    DockerError::NoSuchImage(image.to_string())
+                } else {
+                    classify(e)
+                }
+            })?;
+            let id = created.id;
+            let read = async {
+                let options = DownloadFromContainerOptions {
+                    path: path.to_string(),
+                };
+                let mut stream = self.docker.download_from_container(&id, Some(options));
+                let mut tar = Vec::new();
+                while let Some(chunk) = stream.next().await {
+                    let chunk = chunk.map_err(|e| {
+                        if is_not_found(&e) {
+                            DockerError::Api(format!("no file `{path}` in `{image}`"))
+                        } else {
+                            classify(e)
+                        }
+                    })?;
+                    tar.extend_from_slice(&chunk);
+                    // The tar adds headers and padding around the file.
+                    if tar.len() as u64 > limit.saturating_add(1 << 20) {
+                        return Err(DockerError::Api(format!(
+                            "`{path}` in `{image}` is larger than {limit} bytes"
+                        )));
+                    }
+                }
+                first_file(&tar, limit)
+                    .map_err(|why| DockerError::Api(format!("`{path}` in `{image}`: {why}")))
+            };
+            let result = read.await;
+            let options = RemoveContainerOptions {
+                force: true,
+                v: true,
+                ..RemoveContainerOptions::default()
+            };
+            let removed = self
+                .docker
+                .remove_container(&id, Some(options))
+                .await
+                .map_err(classify);
+            let data = result?;
+            removed?;
+            Ok(data)
+        })
+    }
+}
+
+/// Text without ANSI escape sequences: the classic builder colours what a step writes to
+/// stderr, and gpuenv's output has no colour.
+fn strip_ansi(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '\u{1b}' {
+            out.push(c);
+            continue;
+        }
+        if chars.peek() == Some(&'[') {
+            chars.next();
+            // Parameters and intermediates, then one final byte in @..~.
+            for c in chars.by_ref() {
+                if ('@'..='~').contains(&c) {
+                    break;
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The first regular file of a tar, bounded.
+fn first_file(tar: &[u8], limit: u64) -> Result<Vec<u8>, String> {
+    let mut archive = tar::Archive::new(tar);
+    let entries = archive.entries().map_err(|e| format!("not a tar: {e}"))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| format!("a broken tar: {e}"))?;
+        if entry.header().entry_type() != tar::EntryType::Regular {
+            continue;
+        }
+        if entry.header().size().unwrap_or(u64::MAX) > limit {
+            return Err(format!("larger than {limit} bytes"));
+        }
+        let mut data = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::Read::take(entry, limit), &mut data)
+            .map_err(|e| format!("a broken tar: {e}"))?;
+        return Ok(data);
+    }
+    Err("not a regular file".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn colour_codes_of_the_builder_are_removed() {
+        assert_eq!(
+            strip_ansi("\u{1b}[91mERROR: no\n\u{1b}[0m\u{1b}[91mmore\u{1b}[0m"),
+            "ERROR: no\nmore"
+        );
+        assert_eq!(strip_ansi("plain"), "plain");
+    }
+}

@@ -1,0 +1,197 @@
+//! [`build`] and [`pull`] on the fake Engine: what is tagged when, what a failure says,
+//! and that digests are checked and credentials never shown.
+
+use super::auth::CredentialSource;
+use super::fake::Fake;
+use super::*;
+
+fn r(s: &str) -> Reference {
+    Reference::parse(s).unwrap()
+}
+
+fn line(s: &str) -> Progress {
+    Progress::Build(format!("{s}\n"))
+}
+
+#[test]
+fn a_successful_build_is_tagged_after_its_last_step() {
+    let fake = Fake {
+        build_events: vec![line("Step 1/2 : FROM base"), line("Step 2/2 : RUN true")],
+        ..Fake::default()
+    };
+    let mut seen = 0;
+    let built = build(&fake, Vec::new(), &r("gpuenv-test/app:1"), &mut |_| seen += 1).unwrap();
+    assert_eq!(built.image_id, "sha256:built");
+    assert_eq!(built.tag, "gpuenv-test/app:1");
+    assert_eq!(built.size, Some(1234));
+    assert_eq!(built.steps, Some(2));
+    assert_eq!(seen, 2);
+    let calls = fake.calls.borrow();
+    assert_eq!(calls[0], "build");
+    assert_eq!(calls[1], "tag sha256:built gpuenv-test/app:1");
+}
+
+#[test]
+fn a_failed_step_reports_its_output_and_tags_nothing() {
+    let fake = Fake {
+        build_events: vec![
+            line("Step 1/3 : FROM base"),
+            line(" ---> abc"),
+            line("Step 2/3 : RUN pip install nothing-such"),
+            Progress::Build("ERROR: No matching distribution\nfound for nothing-such\n".into()),
+            line("The command '/bin/sh -c pip install nothing-such' returned a non-zero code: 1"),
+        ],
+        build_result: Some(Err(DockerError::BuildFailed {
+            step: None,
+            message: "The command '/bin/sh -c pip install nothing-such' returned a non-zero code: 1".into(),
+            output: Vec::new(),
+        })),
+        ..Fake::default()
+    };
+    let e = build(&fake, Vec::new(), &r("gpuenv-test/app:1"), &mut |_| {}).unwrap_err();
+    let DockerError::BuildFailed { step, output, .. } = &e else {
+        panic!("{e:?}")
+    };
+    assert_eq!(step.as_deref(), Some("step 2/3 `RUN pip install nothing-such`"));
+    assert_eq!(
+        output,
+        &["ERROR: No matching distribution", "found for nothing-such"]
+    );
+    let msg = e.to_string();
+    assert!(
+        msg.starts_with("the build failed at step 2/3 `RUN pip install nothing-such`: The command"),
+        "{msg}"
+    );
+    assert!(msg.contains("\n  | ERROR: No matching distribution"), "{msg}");
+    assert!(
+        fake.calls.borrow().iter().all(|c| !c.starts_with("tag")),
+        "{:?}",
+        fake.calls.borrow()
+    );
+}
+
+const D1: &str = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
+const D2: &str = "sha256:2222222222222222222222222222222222222222222222222222222222222222";
+
+#[test]
+fn a_pull_is_verified_against_the_digest_the_registry_announced() {
+    let fake = Fake {
+        announced: Some(Ok(D1.into())),
+        pulled_digest: Some(D1.into()),
+        ..Fake::default()
+    };
+    let mut layers = Vec::new();
+    let p = pull(&fake, &r("127.0.0.1:5555/gpuenv-test/x:1"), None, &mut |e| {
+        layers.push(e)
+    })
+    .unwrap();
+    assert_eq!(p.digest, D1);
+    assert_eq!(p.image_id, "sha256:pulled");
+    assert_eq!(p.downloaded_layers, 1);
+    assert_eq!(layers.len(), 3);
+    assert_eq!(
+        fake.calls.borrow()[0],
+        "registry_digest 127.0.0.1:5555/gpuenv-test/x:1"
+    );
+}
+
+#[test]
+fn a_digest_mismatch_untags_what_was_pulled() {
+    let fake = Fake {
+        announced: Some(Ok(D1.into())),
+        pulled_digest: Some(D2.into()),
+        ..Fake::default()
+    };
+    let e = pull(&fake, &r("gpuenv-test/x:1"), None, &mut |_| {}).unwrap_err();
+    assert!(
+        matches!(&e, DockerError::DigestMismatch { announced, pulled, .. } if announced == D1 && pulled == D2),
+        "{e:?}"
+    );
+    assert!(
+        fake.calls
+            .borrow()
+            .contains(&"remove gpuenv-test/x:1".to_string())
+    );
+    assert!(fake.images.borrow().get("gpuenv-test/x:1").is_none());
+    // The stream agreeing but the daemon holding another manifest is a mismatch too.
+    let fake = Fake {
+        announced: Some(Ok(D1.into())),
+        pulled_digest: None,
+        held_digest: Some(D2.into()),
+        ..Fake::default()
+    };
+    assert!(matches!(
+        pull(&fake, &r("gpuenv-test/x:1"), None, &mut |_| {}),
+        Err(DockerError::DigestMismatch { .. })
+    ));
+}
+
+#[test]
+fn a_pull_by_digest_checks_that_digest_without_asking_the_registry() {
+    let fake = Fake {
+        pulled_digest: Some(D1.into()),
+        ..Fake::default()
+    };
+    let p = pull(&fake, &r(&format!("gpuenv-test/x@{D1}")), None, &mut |_| {}).unwrap();
+    assert_eq!(p.digest, D1);
+    assert!(
+        fake.calls
+            .borrow()
+            .iter()
+            .all(|c| !c.starts_with("registry_digest"))
+    );
+}
+
+#[test]
+fn registry_failures_never_show_the_password() {
+    let creds = Credentials::new("ci", "pa55-w0rd-long", "r.io", CredentialSource::Environment);
+    let fake = Fake {
+        announced: Some(Ok(D1.into())),
+        pull_error: Some(DockerError::Registry {
+            image: "r.io/a:1".into(),
+            fault: RegistryFault::Unauthorized,
+            detail: "refused ci:pa55-w0rd-long".into(),
+        }),
+        ..Fake::default()
+    };
+    let e = pull(&fake, &r("r.io/a:1"), Some(&creds), &mut |_| {}).unwrap_err();
+    let msg = e.to_string();
+    assert!(!msg.contains("pa55"), "{msg}");
+    assert!(msg.contains("authentication required"), "{msg}");
+}
+
+#[test]
+fn registry_faults_are_told_from_the_daemons_words() {
+    for (msg, fault) in [
+        (
+            "Head \"http://127.0.0.1:5601/v2/a/manifests/1\": no basic auth credentials",
+            RegistryFault::Unauthorized,
+        ),
+        (
+            "unauthorized: authentication required",
+            RegistryFault::Unauthorized,
+        ),
+        (
+            "pull access denied for x, repository does not exist",
+            RegistryFault::Unauthorized,
+        ),
+        (
+            "error parsing HTTP 404 response body: unexpected end of JSON input: \"\"",
+            RegistryFault::NotFound,
+        ),
+        ("manifest unknown: manifest unknown", RegistryFault::NotFound),
+        ("unknown blob", RegistryFault::NotFound),
+        (
+            "received unexpected HTTP status: 500 Internal Server Error",
+            RegistryFault::ServerError,
+        ),
+        (
+            "dial tcp 127.0.0.1:1: connect: connection refused",
+            RegistryFault::Unreachable,
+        ),
+        (&format!("manifest for a@{D1} is odd"), RegistryFault::Other),
+        ("blob sha256:ab401cd50 bad", RegistryFault::Other),
+    ] {
+        assert_eq!(registry_fault(msg), fault, "{msg}");
+    }
+}

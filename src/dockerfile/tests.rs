@@ -1,0 +1,321 @@
+//! The generator on real stacks of the shipped database: the base chosen, the pins, the
+//! requirement, the order of the steps, and the whole text of one stack (a snapshot).
+
+use super::*;
+use crate::cli::StackArgs;
+use crate::db::Db;
+use crate::resolve::{self, Status};
+
+/// The best runnable stack for the flags, with its torch release.
+fn stack(torch: &str, python: &str, gpu: Option<&str>) -> (Stack, TorchRelease) {
+    let db = Db::embedded().unwrap();
+    let args = StackArgs {
+        torch: Some(torch.into()),
+        python: Some(python.into()),
+        gpu: gpu.into_iter().map(String::from).collect(),
+        ..StackArgs::default()
+    };
+    let q = args.to_query(db).unwrap();
+    let answer = resolve::resolve(db, &q).unwrap();
+    let s = answer
+        .stacks
+        .into_iter()
+        .find(|s| s.status != Status::Incompatible)
+        .unwrap_or_else(|| panic!("no stack runs for torch {torch}, Python {python}"));
+    let rel = db
+        .torch
+        .iter()
+        .find(|r| r.version.to_string() == *s.torch)
+        .unwrap()
+        .clone();
+    (s, rel)
+}
+
+fn request_for(
+    torch: &str,
+    python: &str,
+    gpu: Option<&str>,
+    extensions: bool,
+    reqs: &[&str],
+) -> Result<Dockerfile, DockerfileError> {
+    let db = Db::embedded().unwrap();
+    let (s, rel) = stack(torch, python, gpu);
+    let gpus = gpu
+        .map(|g| vec![db.gpu(g).unwrap().compute_capability])
+        .unwrap_or_default();
+    generate(&Request {
+        stack: &s,
+        release: &rel,
+        images: &db.images,
+        cuda: &db.cuda,
+        extensions,
+        gpus,
+        requirements: reqs.iter().map(|r| r.to_string()).collect(),
+        generator: "gpuenv test".into(),
+    })
+}
+
+fn make(torch: &str, python: &str, extensions: bool, reqs: &[&str]) -> Dockerfile {
+    request_for(torch, python, None, extensions, reqs).unwrap()
+}
+
+/// The instruction lines (no comments, continuation lines joined).
+fn instructions(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    for line in text.lines() {
+        if line.trim_start().starts_with('#') || line.trim().is_empty() {
+            continue;
+        }
+        let (body, cont) = match line.strip_suffix('\\') {
+            Some(b) => (b, true),
+            None => (line, false),
+        };
+        cur.push_str(body.trim());
+        cur.push(' ');
+        if !cont {
+            out.push(cur.trim().to_string());
+            cur.clear();
+        }
+    }
+    out
+}
+
+fn position(instrs: &[String], prefix: &str) -> usize {
+    instrs
+        .iter()
+        .position(|i| i.starts_with(prefix))
+        .unwrap_or_else(|| panic!("no `{prefix}` in\n{}", instrs.join("\n")))
+}
+
+#[test]
+fn a_wheel_with_its_own_cuda_gets_the_small_base_of_its_minor() {
+    let d = make("2.6.0+cu124", "3.11", false, &[]);
+    assert_eq!(d.base.image, "nvidia/cuda:12.4.1-base-ubuntu22.04");
+    assert!(d.base.exact);
+    assert_eq!(
+        d.from,
+        [
+            "ghcr.io/astral-sh/uv:0.11.7",
+            "nvidia/cuda:12.4.1-base-ubuntu22.04"
+        ]
+    );
+    // Newer CUDA lines are published on Ubuntu 24.04, which is preferred.
+    let d = make("2.7.1+cu128", "3.12", false, &[]);
+    assert_eq!(d.base.image, "nvidia/cuda:12.8.1-base-ubuntu24.04");
+}
+
+#[test]
+fn extensions_get_the_devel_image_with_nvcc_of_torchs_cuda() {
+    let d = make("2.6.0+cu124", "3.11", true, &[]);
+    assert_eq!(d.base.image, "nvidia/cuda:12.4.1-devel-ubuntu22.04");
+    assert!(
+        d.text
+            .contains("apt-get install -y --no-install-recommends g++ ninja-build")
+    );
+    assert!(
+        d.text
+            .contains("ENV TORCH_CUDA_ARCH_LIST=\"5.0;6.0;7.0;7.5;8.0;8.6;9.0+PTX\""),
+        "{}",
+        d.text
+    );
+    let d = make("2.4.1+cu118", "3.10", true, &[]);
+    assert_eq!(d.base.image, "nvidia/cuda:11.8.0-devel-ubuntu22.04");
+    // Without extensions nothing is compiled: no compiler, no arch list.
+    let d = make("2.6.0+cu124", "3.11", false, &[]);
+    assert!(!d.text.contains("apt-get") && !d.text.contains("TORCH_CUDA_ARCH_LIST"));
+}
+
+#[test]
+fn extensions_are_compiled_for_the_gpus_given() {
+    let d = request_for("2.6.0+cu124", "3.11", Some("H100 SXM"), true, &[]).unwrap();
+    assert!(d.text.contains("ENV TORCH_CUDA_ARCH_LIST=\"9.0\""), "{}", d.text);
+}
+
+#[test]
+fn no_base_of_the_minor_falls_back_to_the_closest_of_the_major_without_forward_compat() {
+    // No nvidia/cuda 11.7 record: 11.8 is the closest 11.x.
+    let d = make("2.0.1+cu117", "3.10", false, &[]);
+    assert_eq!(d.base.image, "nvidia/cuda:11.8.0-base-ubuntu22.04");
+    assert!(!d.base.exact);
+    // cuda-compat of 11.8 is not what a cu117 build was checked against: no brand terms.
+    assert_eq!(d.require_cuda.as_deref(), Some("cuda>=11.7,arch>=3.7"));
+}
+
+#[test]
+fn a_cuda_major_without_images_is_an_error_naming_it() {
+    let e = request_for("1.12.1+cu102", "3.9", None, false, &[]).unwrap_err();
+    let msg = e.to_string();
+    assert!(msg.contains("no `nvidia/cuda` base image of CUDA 10.x"), "{msg}");
+}
+
+#[test]
+fn a_cpu_build_gets_plain_ubuntu_and_no_nvidia_requirement() {
+    let d = make("2.6.0+cpu", "3.12", false, &[]);
+    assert_eq!(d.base.image, CPU_BASE);
+    assert!(d.require_cuda.is_none());
+    assert!(!d.text.contains("NVIDIA_"));
+    assert_eq!(d.index_url, "https://download.pytorch.org/whl/cpu");
+    assert!(d.text.contains("assert c is None, 'expected a CPU build'"));
+}
+
+#[test]
+fn require_cuda_is_what_the_build_needs_with_forward_compat_terms_per_branch() {
+    let d = make("2.6.0+cu124", "3.11", false, &[]);
+    assert_eq!(
+        d.require_cuda.as_deref(),
+        Some(
+            "cuda>=12.4,arch>=5.0 brand=tesla,driver>=535,driver<536,arch>=5.0 \
+             brand=nvidia,driver>=535,driver<536,arch>=5.0"
+        )
+    );
+    assert!(d.text.contains(&format!(
+        "NVIDIA_REQUIRE_CUDA=\"{}\"",
+        d.require_cuda.as_ref().unwrap()
+    )));
+    assert!(d.text.contains("NVIDIA_VISIBLE_DEVICES=all"));
+    assert!(d.text.contains("NVIDIA_DRIVER_CAPABILITIES=compute,utility"));
+}
+
+#[test]
+fn torch_vision_and_audio_are_pinned_to_the_build_on_its_index() {
+    let d = make("2.6.0+cu124", "3.11", false, &[]);
+    assert_eq!(
+        d.pins,
+        [
+            "torch==2.6.0+cu124",
+            "torchvision==0.21.0+cu124",
+            "torchaudio==2.6.0+cu124"
+        ]
+    );
+    assert_eq!(d.index_url, "https://download.pytorch.org/whl/cu124");
+    let i = instructions(&d.text);
+    let install = &i[position(&i, "RUN python -m pip install --no-cache-dir --index-url")];
+    assert!(
+        install.contains(
+            "--index-url https://download.pytorch.org/whl/cu124 torch==2.6.0+cu124 \
+             torchvision==0.21.0+cu124 torchaudio==2.6.0+cu124"
+        ),
+        "{install}"
+    );
+    assert!(install.contains("> /opt/venv/constraints-torch.txt"));
+    assert!(d.text.contains(
+        "assert v.split('+')[0] == '2.6.0', 'expected torch 2.6.0'; assert c == '12.4', 'expected a CUDA 12.4 build'"
+    ));
+}
+
+#[test]
+fn steps_are_in_cache_friendly_order_and_end_as_a_non_root_user() {
+    let d = make("2.6.0+cu124", "3.11", false, &["requirements.txt"]);
+    let i = instructions(&d.text);
+    let python = position(&i, "RUN uv python install 3.11");
+    let torch = position(&i, "RUN python -m pip install --no-cache-dir --index-url");
+    let copy_reqs = position(&i, "COPY requirements.txt ./");
+    let reqs = position(
+        &i,
+        "RUN python -m pip install --no-cache-dir -r requirements.txt -c /opt/venv/constraints-torch.txt",
+    );
+    let copy_all = position(&i, "COPY --chown=10001:10001 . .");
+    let user = position(&i, "USER 10001:10001");
+    let check = position(&i, "RUN python -c \"import torch;");
+    assert!(python < torch && torch < copy_reqs && copy_reqs < reqs && reqs < copy_all);
+    assert!(copy_all < user && user < check);
+    assert!(
+        i.iter()
+            .any(|l| l.starts_with("RUN useradd") && l.contains("--uid 10001"))
+    );
+    assert_eq!(
+        i.iter().rfind(|l| l.starts_with("USER ")).unwrap(),
+        "USER 10001:10001"
+    );
+    // hadolint's DL3059 asks for no two RUN in a row; each is separated on purpose.
+    for pair in i.windows(2) {
+        assert!(
+            !(pair[0].starts_with("RUN ") && pair[1].starts_with("RUN ")),
+            "consecutive RUN:\n{}\n{}",
+            pair[0],
+            pair[1]
+        );
+    }
+    // Without requirements, no step for them.
+    let d = make("2.6.0+cu124", "3.11", false, &[]);
+    assert!(!d.text.contains(" -r "));
+}
+
+#[test]
+fn requirements_in_folders_keep_their_paths() {
+    let d = make(
+        "2.6.0+cu124",
+        "3.11",
+        false,
+        &["requirements.txt", "reqs/gpu.txt", "reqs/base.txt", "c.txt"],
+    );
+    let i = instructions(&d.text);
+    assert!(
+        i.contains(&"COPY requirements.txt c.txt ./".to_string()),
+        "{}",
+        i.join("\n")
+    );
+    assert!(i.contains(&"COPY reqs/gpu.txt reqs/base.txt reqs/".to_string()));
+    assert!(i.iter().any(|l| l.contains("-r requirements.txt -c")));
+}
+
+#[test]
+fn paths_a_dockerfile_cannot_hold_are_refused() {
+    for bad in [
+        "/etc/passwd",
+        "../up.txt",
+        "a b.txt",
+        "x$(id).txt",
+        "",
+        "a//b.txt",
+        "q\".txt",
+    ] {
+        let e = request_for("2.6.0+cu124", "3.11", None, false, &[bad]).unwrap_err();
+        assert!(matches!(e, DockerfileError::BadPath { .. }), "{bad}: {e}");
+    }
+}
+
+#[test]
+fn labels_name_the_stack() {
+    let d = make("2.6.0+cu124", "3.11", false, &[]);
+    let get = |k: &str| d.labels.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str());
+    assert_eq!(get("io.gpuenv.torch"), Some("2.6.0+cu124"));
+    assert_eq!(get("io.gpuenv.cuda"), Some("12.4"));
+    assert_eq!(get("io.gpuenv.python"), Some("3.11"));
+    assert_eq!(get("io.gpuenv.cudnn"), Some("9.1.0.70"));
+    assert_eq!(get("io.gpuenv.variant"), Some("cu124"));
+    assert_eq!(
+        get("org.opencontainers.image.base.name"),
+        Some("docker.io/nvidia/cuda:12.4.1-base-ubuntu22.04")
+    );
+    assert!(get("org.opencontainers.image.title").is_some());
+    assert!(d.text.contains("io.gpuenv.torch=\"2.6.0+cu124\" \\"));
+}
+
+#[test]
+fn label_values_are_quoted() {
+    assert_eq!(quoted("a \"b\" $c \\"), "\"a \\\"b\\\" \\$c \\\\\"");
+    assert_eq!(qualified("ubuntu:24.04"), "docker.io/library/ubuntu:24.04");
+    assert_eq!(
+        qualified("nvcr.io/nvidia/pytorch:24.08-py3"),
+        "nvcr.io/nvidia/pytorch:24.08-py3"
+    );
+}
+
+/// The whole text of one stack, so that any change to the output is a visible diff.
+/// `GPUENV_BLESS=1 cargo test` rewrites the snapshot.
+#[test]
+fn snapshot_of_a_devel_stack_with_requirements() {
+    let d = make("2.6.0+cu124", "3.11", true, &["requirements.txt"]);
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/snapshots/dockerfile-2.6.0-cu124-py3.11-extensions.txt");
+    if std::env::var_os("GPUENV_BLESS").is_some() {
+        std::fs::write(&path, &d.text).unwrap();
+    }
+    let snapshot = std::fs::read_to_string(&path).unwrap_or_default();
+    assert_eq!(
+        d.text, snapshot,
+        "the Dockerfile changed; if intended, run with GPUENV_BLESS=1"
+    );
+}

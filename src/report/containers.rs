@@ -1,0 +1,303 @@
+//! `gpuenv dockerfile`, `build` and `pull`: summaries (text or JSON) and the progress
+//! lines written while the Engine works.
+
+use std::collections::HashMap;
+use std::io::{self, Write};
+
+use serde_json::{Value, json};
+
+use super::{SCHEMA_VERSION, write_json};
+use crate::docker::{Built, Progress, Pulled};
+use crate::dockerfile::{Dockerfile, Prebuilt};
+use crate::resolve::Stack;
+
+/// `1.2 GB`, `340.5 MB`, `12 kB` (decimal units, as `docker images` prints them).
+pub fn human_size(bytes: u64) -> String {
+    let b = bytes as f64;
+    if b >= 1e9 {
+        format!("{:.2} GB", b / 1e9)
+    } else if b >= 1e6 {
+        format!("{:.1} MB", b / 1e6)
+    } else if b >= 1e3 {
+        format!("{:.0} kB", b / 1e3)
+    } else {
+        format!("{bytes} B")
+    }
+}
+
+fn stack_line(s: &Stack) -> String {
+    let mut line = format!("torch {}+{} on Python {}", s.torch, s.variant, s.python);
+    if let Some(c) = &s.cuda {
+        line.push_str(&format!(", CUDA {c}"));
+    }
+    if let Some(c) = &s.cudnn {
+        line.push_str(&format!(", cuDNN {c}"));
+    }
+    line.push_str(&format!(" ({})", s.status));
+    line
+}
+
+fn stack_json(s: &Stack) -> Value {
+    json!({
+        "torch": s.torch,
+        "variant": s.variant.to_string(),
+        "python": s.python,
+        "cuda": s.cuda,
+        "cudnn": s.cudnn,
+        "nccl": s.nccl,
+        "status": s.status,
+    })
+}
+
+/// `gpuenv dockerfile` without `--out`: the text itself.
+pub fn dockerfile_text(out: &mut dyn Write, d: &Dockerfile) -> io::Result<()> {
+    out.write_all(d.text.as_bytes())
+}
+
+/// `gpuenv dockerfile --out FILE`: what was written.
+pub fn dockerfile_written(out: &mut dyn Write, path: &str, d: &Dockerfile, stack: &Stack) -> io::Result<()> {
+    writeln!(out, "wrote {path}")?;
+    writeln!(out, "  stack    {}", stack_line(stack))?;
+    writeln!(out, "  base     {}", d.base.image)?;
+    if let Some(r) = &d.require_cuda {
+        writeln!(out, "  requires NVIDIA_REQUIRE_CUDA={r}")?;
+    }
+    Ok(())
+}
+
+/// `gpuenv build`: the image made.
+pub fn built(
+    out: &mut dyn Write,
+    b: &Built,
+    d: &Dockerfile,
+    stack: &Stack,
+    json_out: bool,
+) -> io::Result<()> {
+    if json_out {
+        return write_json(
+            out,
+            &json!({
+                "schema_version": SCHEMA_VERSION,
+                "tag": b.tag,
+                "image_id": b.image_id,
+                "size": b.size,
+                "steps": b.steps,
+                "base": d.base.image,
+                "require_cuda": d.require_cuda,
+                "stack": stack_json(stack),
+                "labels": d
+                    .labels
+                    .iter()
+                    .map(|(k, v)| (k.clone(), Value::from(v.as_str())))
+                    .collect::<serde_json::Map<_, _>>(),
+            }),
+        );
+    }
+    writeln!(out, "built {}", b.tag)?;
+    writeln!(out, "  image    {}", b.image_id)?;
+    if let Some(s) = b.size {
+        writeln!(out, "  size     {}", human_size(s))?;
+    }
+    writeln!(out, "  stack    {}", stack_line(stack))?;
+    writeln!(out, "  base     {}", d.base.image)?;
+    if let Some(r) = &d.require_cuda {
+        writeln!(out, "  requires NVIDIA_REQUIRE_CUDA={r}")?;
+    }
+    Ok(())
+}
+
+fn chosen_json(c: &Prebuilt) -> Value {
+    json!({
+        "image": c.image,
+        "family": c.family,
+        "has_torch": c.has_torch,
+        "why": c.why,
+    })
+}
+
+/// `gpuenv pull --dry-run`: the image that would be pulled.
+pub fn pull_plan(
+    out: &mut dyn Write,
+    image: &str,
+    chosen: &Prebuilt,
+    stack: &Stack,
+    json_out: bool,
+) -> io::Result<()> {
+    if json_out {
+        return write_json(
+            out,
+            &json!({
+                "schema_version": SCHEMA_VERSION,
+                "image": image,
+                "pulled": false,
+                "catalog": chosen_json(chosen),
+                "stack": stack_json(stack),
+            }),
+        );
+    }
+    writeln!(out, "would pull {image}")?;
+    writeln!(out, "  why      {}", chosen.why)?;
+    writeln!(out, "  stack    {}", stack_line(stack))
+}
+
+/// `gpuenv pull`: what was pulled, and that its digest is the one announced.
+pub fn pulled(
+    out: &mut dyn Write,
+    p: &Pulled,
+    chosen: Option<(&Prebuilt, &Stack)>,
+    json_out: bool,
+) -> io::Result<()> {
+    if json_out {
+        let mut doc = json!({
+            "schema_version": SCHEMA_VERSION,
+            "image": p.image,
+            "pulled": true,
+            "digest": p.digest,
+            "digest_verified": true,
+            "image_id": p.image_id,
+            "size": p.size,
+            "layers": p.layers,
+            "downloaded_layers": p.downloaded_layers,
+            "source": if chosen.is_some() { "catalog" } else { "name" },
+        });
+        if let (Some((c, s)), Some(m)) = (chosen, doc.as_object_mut()) {
+            m.insert("catalog".into(), chosen_json(c));
+            m.insert("stack".into(), stack_json(s));
+        }
+        return write_json(out, &doc);
+    }
+    writeln!(out, "pulled {}", p.image)?;
+    writeln!(
+        out,
+        "  digest   {} (verified: the one the registry announced)",
+        p.digest
+    )?;
+    writeln!(out, "  image    {}", p.image_id)?;
+    if let Some(s) = p.size {
+        writeln!(out, "  size     {}", human_size(s))?;
+    }
+    writeln!(
+        out,
+        "  layers   {} ({} downloaded)",
+        p.layers, p.downloaded_layers
+    )?;
+    if let Some((c, s)) = chosen {
+        writeln!(out, "  why      {}", c.why)?;
+        writeln!(out, "  stack    {}", stack_line(s))?;
+    }
+    Ok(())
+}
+
+/// Turns [`Progress`] events into lines: build output as it comes; a line per layer and
+/// state, and for downloads and extraction at most one per quarter, so that a log stays
+/// readable without a terminal to redraw.
+#[derive(Debug, Default)]
+pub struct ProgressLines {
+    layers: HashMap<String, (String, u8)>,
+    partial: bool,
+}
+
+impl ProgressLines {
+    /// A printer with no layer seen yet.
+    pub fn new() -> ProgressLines {
+        ProgressLines::default()
+    }
+
+    /// Writes what an event is worth showing.
+    pub fn event(&mut self, w: &mut dyn Write, p: &Progress) -> io::Result<()> {
+        match p {
+            Progress::Build(chunk) => {
+                w.write_all(chunk.as_bytes())?;
+                self.partial = !chunk.ends_with('\n');
+            }
+            Progress::Status(s) if !s.trim().is_empty() => {
+                self.end_partial(w)?;
+                writeln!(w, "{}", s.trim())?;
+            }
+            Progress::Status(_) => {}
+            Progress::Layer {
+                id,
+                status,
+                current,
+                total,
+            } => {
+                let quarter = match (current, total) {
+                    (Some(c), Some(t)) if *t > 0 => ((c.saturating_mul(4)) / t).min(4) as u8,
+                    _ => 0,
+                };
+                let prev = self.layers.get(id);
+                let changed = prev.is_none_or(|(s, q)| s != status || *q < quarter);
+                if !changed {
+                    return Ok(());
+                }
+                self.layers.insert(id.clone(), (status.clone(), quarter));
+                self.end_partial(w)?;
+                match (current, total) {
+                    (Some(c), Some(t)) if *t > 0 && status != "Pull complete" => writeln!(
+                        w,
+                        "{id}: {status} {}% ({} / {})",
+                        c.saturating_mul(100) / t,
+                        human_size(*c),
+                        human_size(*t)
+                    )?,
+                    _ => writeln!(w, "{id}: {status}")?,
+                }
+            }
+        }
+        w.flush()
+    }
+
+    fn end_partial(&mut self, w: &mut dyn Write) -> io::Result<()> {
+        if self.partial {
+            writeln!(w)?;
+            self.partial = false;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layers_print_on_state_changes_and_quarters_only() {
+        let mut p = ProgressLines::new();
+        let mut out = Vec::new();
+        let layer = |status: &str, c: Option<u64>, t: Option<u64>| Progress::Layer {
+            id: "d9a015881b5e".into(),
+            status: status.into(),
+            current: c,
+            total: t,
+        };
+        for e in [
+            layer("Pulling fs layer", None, None),
+            layer("Downloading", Some(1), Some(1000)),
+            layer("Downloading", Some(100), Some(1000)),
+            layer("Downloading", Some(600), Some(1000)),
+            layer("Downloading", Some(610), Some(1000)),
+            layer("Download complete", None, None),
+            layer("Pull complete", None, None),
+            Progress::Status("Digest: sha256:abc".into()),
+        ] {
+            p.event(&mut out, &e).unwrap();
+        }
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(
+            text,
+            "d9a015881b5e: Pulling fs layer\n\
+             d9a015881b5e: Downloading 0% (1 B / 1 kB)\n\
+             d9a015881b5e: Downloading 60% (600 B / 1 kB)\n\
+             d9a015881b5e: Download complete\n\
+             d9a015881b5e: Pull complete\n\
+             Digest: sha256:abc\n"
+        );
+    }
+
+    #[test]
+    fn sizes_read_like_dockers() {
+        assert_eq!(human_size(999), "999 B");
+        assert_eq!(human_size(1_064_562), "1.1 MB");
+        assert_eq!(human_size(2_500_000_000), "2.50 GB");
+    }
+}
