@@ -14,6 +14,7 @@ pub mod cli;
 pub mod db;
 pub mod docker;
 pub mod host;
+pub mod image;
 pub mod judge;
 pub mod model;
 pub mod report;
