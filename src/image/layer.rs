@@ -93,7 +93,7 @@ impl Budget {
         Ok(())
     }
 
-    fn capture(&mut self, bytes: u64) -> Result<(), ImageError> {
+    pub(crate) fn capture(&mut self, bytes: u64) -> Result<(), ImageError> {
         self.captured += bytes;
         if self.captured > self.limits.max_capture_total {
             return Err(ImageError::Budget {

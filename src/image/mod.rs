@@ -8,5 +8,9 @@ pub mod layer;
 pub mod tar;
 
 pub use error::ImageError;
+pub mod archive;
 pub mod config;
+pub mod detect;
 pub mod pyfiles;
+pub mod reference;
+pub mod require;
