@@ -7,6 +7,8 @@
 //! Modules, and what may call what (`cli` calls everything):
 //! - [`model`]: domain types and parsers; pure.
 //! - [`db`]: the compat database: load (embedded or a directory), validate, lint, look up.
+//! - [`image`]: what is inside an image (config, layers, files), read without running it;
+//!   pure readers over byte streams.
 //! - [`report`]: the only module that prints.
 //! - [`cli`]: argument parsing and dispatch.
 

@@ -918,9 +918,15 @@ fn env_facts(config: &ImageConfig) -> EnvFacts {
         }
     }
     EnvFacts {
-        cuda_version: config
-            .env_var("CUDA_VERSION")
-            .and_then(|v| v.parse().ok().map(|c| Sourced::new(c, "env CUDA_VERSION"))),
+        // NGC writes four parts (`12.8.0.038`): the first three are the toolkit version.
+        cuda_version: config.env_var("CUDA_VERSION").and_then(|v| {
+            let three: Vec<&str> = strip_revision(v).split('.').take(3).collect();
+            three
+                .join(".")
+                .parse()
+                .ok()
+                .map(|c| Sourced::new(c, format!("env CUDA_VERSION={v}")))
+        }),
         require,
         disable_require: get("NVIDIA_DISABLE_REQUIRE"),
         pytorch_version: get("PYTORCH_VERSION"),

@@ -224,10 +224,11 @@ impl<R: Read> Read for Decoder<R> {
     }
 }
 
+/// A reader that replays peeked bytes before the rest.
+type Replay<R> = io::Chain<io::Cursor<Vec<u8>>, R>;
+
 /// Reads up to `N` bytes without losing them: returns them and a reader that replays them.
-fn peek<R: Read, const N: usize>(
-    mut r: R,
-) -> io::Result<([u8; N], usize, io::Chain<io::Cursor<Vec<u8>>, R>)> {
+fn peek<R: Read, const N: usize>(mut r: R) -> io::Result<([u8; N], usize, Replay<R>)> {
     let mut head = [0u8; N];
     let mut n = 0;
     while n < N {

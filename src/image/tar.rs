@@ -245,7 +245,7 @@ impl<R: Read> TarReader<R> {
     }
 
     /// The current entry's data as an [`io::Read`]; errors come back as I/O errors that
-    /// [`ImageError::from_io`] maps again.
+    /// the layer reader maps back to image errors.
     pub fn data(&mut self) -> DataReader<'_, R> {
         DataReader {
             tar: self,
@@ -415,8 +415,11 @@ fn parse_size(field: &[u8]) -> Result<u64, String> {
     parse_octal(field).ok_or_else(|| "a size field that is not octal".to_string())
 }
 
+/// One PAX record: key and value.
+type PaxRecord<'a> = (&'a [u8], &'a [u8]);
+
 /// PAX records: `<len> <key>=<value>\n`, where `<len>` counts the whole record.
-fn parse_pax(data: &[u8]) -> Result<Vec<(&[u8], &[u8])>, String> {
+fn parse_pax(data: &[u8]) -> Result<Vec<PaxRecord<'_>>, String> {
     let mut out = Vec::new();
     let mut rest = data;
     while !rest.is_empty() {

@@ -3,6 +3,8 @@
 mod codes;
 mod db;
 mod doctor;
+mod image;
+mod image_build;
 mod query;
 mod refresh;
 mod show;
