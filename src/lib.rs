@@ -9,6 +9,8 @@
 //! - [`db`]: the compat database: load (embedded or a directory), validate, lint, look up.
 //! - [`dockerfile`]: Dockerfiles for a resolved stack; pure text.
 //! - [`docker`]: the only module that talks to the Docker Engine.
+//! - [`image`]: what is inside an image (config, layers, files), read without running it;
+//!   pure readers over byte streams.
 //! - [`report`]: the only module that prints.
 //! - [`cli`]: argument parsing and dispatch.
 
@@ -17,6 +19,7 @@ pub mod db;
 pub mod docker;
 pub mod dockerfile;
 pub mod host;
+pub mod image;
 pub mod judge;
 pub mod model;
 pub mod registry;

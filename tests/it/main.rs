@@ -5,6 +5,8 @@ mod containers;
 mod daemon;
 mod db;
 mod doctor;
+mod image;
+mod image_build;
 mod query;
 mod refresh;
 mod show;

@@ -1,0 +1,928 @@
+//! Image archives read offline: `docker save` tars (the legacy layout and Docker 25+'s
+//! OCI-style one), OCI image layouts as a tar (`oci-archive:`) or a directory (`oci:`),
+//! and any blob store that can open a blob by digest (a registry client).
+//!
+//! Owns: finding the image in an archive (manifest.json or index.json, platform
+//! selection from an index), reading its config and its layers in order, verifying every
+//! digest, and building the merged filesystem. Must not: extract to disk, talk to a
+//! daemon or a registry, or interpret files (that is `detect`).
+//!
+//! One streaming pass: an archive's member order is not guaranteed (manifest.json may come
+//! last), so each layer is streamed when it passes by, keeping only what the selector
+//! wants (see [`super::layer`]), keyed by its member path; small JSON members (manifests,
+//! configs, indexes) are kept whole up to [`MAX_CONFIG`] each. Once the end is reached
+//! the manifest says which layers, in which order, make the image, and they are applied.
+//! Memory is bounded by the [`Limits`] however large the archive; layers of other
+//! platforms in a multi-platform archive are read too (a single pass cannot skip them
+//! without knowing the index first) and count against the same bounds.
+//!
+//! Digests verified: every `blobs/sha256/<hex>` member against its name (a mismatch is an
+//! error even for a blob no manifest uses), a legacy `<hex>.json` config against its name,
+//! each descriptor's size, and each layer's uncompressed sha256 against the config's
+//! `rootfs.diff_ids` (which is how legacy `<id>/layer.tar` members, not named by digest,
+//! are checked).
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::ImageError;
+use super::config::{ImageConfig, MAX_CONFIG};
+use super::detect;
+use super::digest::{Digest, HashRead, sha256};
+use super::fs::MergedFs;
+use super::layer::{self, Budget, Compression, Layer, Limits, Select, normalize_path};
+use super::tar::{Kind, TarReader};
+
+/// How deep image indexes may nest (an index naming an index naming a manifest).
+const MAX_INDEX_DEPTH: usize = 4;
+
+/// A platform to pick from a multi-platform index.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Platform {
+    /// `linux`.
+    pub os: String,
+    /// `amd64`, `arm64`.
+    pub architecture: String,
+    /// `v8` for arm64, when it matters.
+    pub variant: Option<String>,
+}
+
+impl Default for Platform {
+    fn default() -> Self {
+        Platform {
+            os: "linux".into(),
+            architecture: "amd64".into(),
+            variant: None,
+        }
+    }
+}
+
+impl std::fmt::Display for Platform {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.os, self.architecture)?;
+        if let Some(v) = &self.variant {
+            write!(f, "/{v}")?;
+        }
+        Ok(())
+    }
+}
+
+/// How to read an archive.
+#[derive(Debug, Clone, Default)]
+pub struct ReadOptions {
+    /// The bounds (see [`Limits`]).
+    pub limits: Limits,
+    /// The platform to pick from an index.
+    pub platform: Platform,
+    /// Which image of an archive holding several: a repo tag (`pytorch/pytorch:2.4.0-...`)
+    /// or an OCI `org.opencontainers.image.ref.name`.
+    pub name: Option<String>,
+}
+
+/// The layout an archive was in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Layout {
+    /// `docker save` before Docker 25: `<id>/layer.tar`, `<hex>.json`.
+    DockerLegacy,
+    /// `docker save` from Docker 25: manifest.json naming `blobs/sha256/<hex>`.
+    DockerOci,
+    /// An OCI image layout (index.json).
+    Oci,
+}
+
+/// One layer as read.
+#[derive(Debug, Clone, Serialize)]
+pub struct LayerInfo {
+    /// Where it was in the archive, or its digest.
+    pub source: String,
+    /// sha256 of the blob as stored.
+    pub digest: Digest,
+    /// sha256 of the uncompressed tar.
+    pub diff_id: Digest,
+    /// Its compression.
+    pub compression: Compression,
+    /// Its size as stored.
+    pub size: u64,
+}
+
+/// An image read from an archive: its config and the merged filesystem.
+#[derive(Debug, Clone)]
+pub struct Image {
+    /// The configuration.
+    pub config: ImageConfig,
+    /// The layers, merged in order (only what the selector kept).
+    pub fs: MergedFs,
+    /// The layers, base first.
+    pub layers: Vec<LayerInfo>,
+    /// The manifest's digest, where the image was found through one.
+    pub manifest_digest: Option<Digest>,
+    /// The repo tags or reference names the archive gives the image.
+    pub names: Vec<String>,
+    /// The archive's layout.
+    pub layout: Layout,
+}
+
+impl Image {
+    /// Detection over this image.
+    pub fn facts(&self) -> detect::ImageFacts {
+        detect::detect(&self.config, &self.fs)
+    }
+}
+
+/// Opens blobs by digest, for [`read_from_blobs`] (an OCI directory, a registry client).
+pub trait BlobSource {
+    /// A reader over the blob's bytes; the caller verifies the digest.
+    fn open(&self, digest: &Digest) -> Result<Box<dyn Read + '_>, ImageError>;
+}
+
+/// Reads a `docker save` or OCI-layout tar in one streaming pass, keeping what
+/// [`detect::select`] wants.
+pub fn read_archive<R: Read>(reader: R, opts: &ReadOptions) -> Result<Image, ImageError> {
+    read_archive_with(reader, opts, &detect::select)
+}
+
+/// [`read_archive`] with another selector.
+pub fn read_archive_with<R: Read>(
+    reader: R,
+    opts: &ReadOptions,
+    select: &dyn Select,
+) -> Result<Image, ImageError> {
+    let mut budget = Budget::new(opts.limits);
+    let mut members = Members::default();
+    let mut tar = TarReader::new(reader, "the archive");
+    while let Some(header) = tar.next_header()? {
+        let Some(path) = normalize_path(&header.path)? else {
+            continue;
+        };
+        match header.kind {
+            Kind::Symlink | Kind::HardLink => {
+                // Legacy `docker save` links duplicate layers: `<id>/layer.tar -> ../<id2>/layer.tar`.
+                let base = path.rsplit_once('/').map_or("", |(d, _)| d);
+                let target = if header.kind == Kind::Symlink && !header.link.starts_with(b"/") {
+                    let mut joined = base.as_bytes().to_vec();
+                    joined.push(b'/');
+                    joined.extend_from_slice(&header.link);
+                    normalize_path(&joined)?
+                } else {
+                    normalize_path(&header.link)?
+                };
+                if let Some(t) = target {
+                    members.aliases.insert(path, t);
+                }
+                continue;
+            }
+            Kind::File => {}
+            _ => continue,
+        }
+        let named = blob_digest_of(&path);
+        let is_doc = is_doc_name(&path);
+        let mut data = tar.data();
+        // Decide from the first bytes: JSON documents are kept whole, the rest streamed.
+        let mut head = [0u8; 1];
+        let got = read_fully(&mut data, &mut head).map_err(|e| outer(&mut data, e))?;
+        let looks_json = got == 1 && (head[0] == b'{' || head[0] == b'[');
+        let replay = std::io::Cursor::new(head[..got].to_vec()).chain(&mut data);
+        if is_doc || (named.is_some() && looks_json && header.size <= MAX_CONFIG) {
+            if header.size > MAX_CONFIG {
+                if is_doc && !path.contains('/') && path != "repositories" {
+                    return Err(ImageError::TooLarge {
+                        path,
+                        size: header.size,
+                        limit: MAX_CONFIG,
+                        what: "a JSON document",
+                    });
+                }
+                continue;
+            }
+            budget.capture(header.size)?;
+            let mut bytes = Vec::with_capacity(header.size as usize);
+            let mut replay = replay;
+            let read = replay.read_to_end(&mut bytes);
+            drop(replay);
+            if let Err(e) = read {
+                return Err(outer(&mut data, e));
+            }
+            if let Some(d) = &named {
+                let actual = sha256(&bytes);
+                if &actual != d {
+                    return Err(mismatch(&path, d, &actual));
+                }
+            }
+            members.docs.insert(path, bytes);
+            continue;
+        }
+        if named.is_none() && !looks_like_layer_name(&path) {
+            continue;
+        }
+        match layer::read_layer(replay, select, &mut budget) {
+            Ok(l) => {
+                if let Some(d) = &named {
+                    if &l.blob_digest != d {
+                        return Err(mismatch(&path, d, &l.blob_digest));
+                    }
+                }
+                members.layers.insert(path, l);
+            }
+            Err(e) => {
+                if let Some(outer_error) = data.take_error() {
+                    return Err(outer_error);
+                }
+                match e {
+                    // Bounds and hostile paths are the image's problem whichever blob has them.
+                    ImageError::Budget { .. }
+                    | ImageError::PathTraversal { .. }
+                    | ImageError::TooLarge { .. } => {
+                        return Err(e.within(format!("`{path}`")));
+                    }
+                    // Not a layer, maybe (an attestation, a foreign blob): only an error if used.
+                    _ => {
+                        members.failed.insert(path, e);
+                    }
+                }
+            }
+        }
+    }
+    members.resolve(opts, &mut budget, select)
+}
+
+/// The error of the outer stream, if reading the member failed because of it.
+fn outer<R: Read>(data: &mut super::tar::DataReader<'_, R>, e: impl Into<OuterOr>) -> ImageError {
+    match data.take_error() {
+        Some(o) => o,
+        None => e.into().0,
+    }
+}
+
+/// A small adapter so [`outer`] takes both I/O and image errors.
+struct OuterOr(ImageError);
+impl From<std::io::Error> for OuterOr {
+    fn from(e: std::io::Error) -> Self {
+        OuterOr(ImageError::from_io("the archive", e))
+    }
+}
+impl From<ImageError> for OuterOr {
+    fn from(e: ImageError) -> Self {
+        OuterOr(e)
+    }
+}
+
+fn read_fully<R: Read>(r: &mut R, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match r.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+fn mismatch(path: &str, expected: &Digest, actual: &Digest) -> ImageError {
+    ImageError::DigestMismatch {
+        what: format!("blob `{path}`"),
+        expected: expected.to_string(),
+        actual: actual.to_string(),
+    }
+}
+
+/// `blobs/sha256/<hex>` → its digest.
+fn blob_digest_of(path: &str) -> Option<Digest> {
+    Digest::from_hex(path.strip_prefix("blobs/sha256/")?)
+}
+
+/// Members read whole: the archive's own documents and legacy configs.
+fn is_doc_name(path: &str) -> bool {
+    matches!(
+        path,
+        "manifest.json" | "index.json" | "oci-layout" | "repositories"
+    ) || (!path.contains('/') && path.ends_with(".json"))
+}
+
+fn looks_like_layer_name(path: &str) -> bool {
+    path.ends_with("layer.tar")
+        || path.ends_with(".tar")
+        || path.ends_with(".tar.gz")
+        || path.ends_with(".tar.zst")
+}
+
+/// What one pass over an archive collected.
+#[derive(Default)]
+struct Members {
+    docs: HashMap<String, Vec<u8>>,
+    layers: HashMap<String, Layer>,
+    failed: HashMap<String, ImageError>,
+    aliases: HashMap<String, String>,
+}
+
+impl Members {
+    /// Follows member links (bounded).
+    fn real<'a>(&'a self, mut path: &'a str) -> &'a str {
+        for _ in 0..8 {
+            match self.aliases.get(path) {
+                Some(t) => path = t,
+                None => break,
+            }
+        }
+        path
+    }
+
+    fn resolve(
+        mut self,
+        opts: &ReadOptions,
+        budget: &mut Budget,
+        select: &dyn Select,
+    ) -> Result<Image, ImageError> {
+        if self.docs.contains_key("manifest.json") {
+            return self.resolve_docker(opts, budget, select);
+        }
+        if let Some(index) = self.docs.get("index.json").cloned() {
+            let mut store = MemberStore {
+                members: &mut self,
+                select,
+            };
+            return resolve_oci(&mut store, &index, "index.json", opts, budget, Layout::Oci);
+        }
+        Err(ImageError::Missing(
+            "the archive has neither manifest.json (`docker save`) nor index.json (OCI layout): not an image archive"
+                .into(),
+        ))
+    }
+
+    fn take_layer(
+        &mut self,
+        path: &str,
+        budget: &mut Budget,
+        select: &dyn Select,
+    ) -> Result<Layer, ImageError> {
+        let real = self.real(path).to_string();
+        if let Some(e) = self.failed.remove(&real) {
+            return Err(e.within(format!("layer `{path}`")));
+        }
+        if let Some(l) = self.layers.get(&real) {
+            // Cloned: one layer may be listed twice (an empty layer shared by two steps).
+            return Ok(l.clone());
+        }
+        if let Some(bytes) = self.docs.get(&real) {
+            // A small layer that looked like JSON from its first byte.
+            return layer::read_layer(&bytes[..], select, budget)
+                .map_err(|e| e.within(format!("layer `{path}`")));
+        }
+        Err(ImageError::Missing(format!(
+            "the manifest lists layer `{path}`, which is not in the archive"
+        )))
+    }
+
+    fn resolve_docker(
+        &mut self,
+        opts: &ReadOptions,
+        budget: &mut Budget,
+        select: &dyn Select,
+    ) -> Result<Image, ImageError> {
+        let what = "manifest.json";
+        let malformed = |detail: String| ImageError::Malformed {
+            what: what.into(),
+            expected: "docker save manifest",
+            detail,
+        };
+        let doc: Value = serde_json::from_slice(&self.docs[what]).map_err(|e| malformed(e.to_string()))?;
+        let entries = doc
+            .as_array()
+            .ok_or_else(|| malformed("expected a list".into()))?;
+        let tags_of = |e: &Value| -> Vec<String> {
+            e.get("RepoTags")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(|t| t.as_str().map(str::to_string)).collect())
+                .unwrap_or_default()
+        };
+        let chosen = match (&opts.name, entries.as_slice()) {
+            (_, []) => return Err(ImageError::Missing("manifest.json lists no image".into())),
+            (Some(name), list) => list
+                .iter()
+                .find(|e| tags_of(e).iter().any(|t| t == name || tag_matches(t, name)))
+                .ok_or_else(|| {
+                    ImageError::Missing(format!(
+                        "no image tagged `{name}` in the archive; it holds: {}",
+                        list.iter().flat_map(tags_of).collect::<Vec<_>>().join(", ")
+                    ))
+                })?,
+            (None, [one]) => one,
+            (None, list) => {
+                return Err(ImageError::Missing(format!(
+                    "the archive holds {} images; name one: {}",
+                    list.len(),
+                    list.iter().flat_map(tags_of).collect::<Vec<_>>().join(", ")
+                )));
+            }
+        };
+        let config_path = chosen
+            .get("Config")
+            .and_then(Value::as_str)
+            .ok_or_else(|| malformed("an entry without `Config`".into()))?;
+        let layer_paths: Vec<String> = chosen
+            .get("Layers")
+            .and_then(Value::as_array)
+            .ok_or_else(|| malformed("an entry without `Layers`".into()))?
+            .iter()
+            .map(|l| {
+                l.as_str()
+                    .map(str::to_string)
+                    .ok_or_else(|| malformed("a layer that is not a path".into()))
+            })
+            .collect::<Result<_, _>>()?;
+        let config_path = normalize_path(config_path.as_bytes())?.unwrap_or_default();
+        let real = self.real(&config_path).to_string();
+        let bytes = self.docs.get(&real).ok_or_else(|| {
+            ImageError::Missing(format!(
+                "the manifest names config `{config_path}`, which is not in the archive"
+            ))
+        })?;
+        // Legacy configs are named `<hex>.json` after their own digest.
+        if let Some(d) = real.strip_suffix(".json").and_then(Digest::from_hex) {
+            let actual = sha256(bytes);
+            if actual != d {
+                return Err(mismatch(&real, &d, &actual));
+            }
+        }
+        let config = ImageConfig::parse(bytes, &format!("config `{config_path}`"))?;
+        let layout = if config_path.starts_with("blobs/") {
+            Layout::DockerOci
+        } else {
+            Layout::DockerLegacy
+        };
+        let mut layers = Vec::new();
+        for p in &layer_paths {
+            let p = normalize_path(p.as_bytes())?.unwrap_or_default();
+            let l = self.take_layer(&p, budget, select)?;
+            layers.push((p, l));
+        }
+        build(config, layers, None, tags_of(chosen), layout)
+    }
+}
+
+/// Whether a repo tag names what the user typed (`busybox` matches `busybox:latest`).
+fn tag_matches(tag: &str, name: &str) -> bool {
+    let strip = |s: &str| {
+        s.trim_start_matches("docker.io/")
+            .trim_start_matches("library/")
+            .to_string()
+    };
+    let (t, n) = (strip(tag), strip(name));
+    t == n || (!n.contains(':') && t == format!("{n}:latest"))
+}
+
+/// Applies the layers in order, checking the config's diff_ids.
+fn build(
+    config: ImageConfig,
+    layers: Vec<(String, Layer)>,
+    manifest_digest: Option<Digest>,
+    names: Vec<String>,
+    layout: Layout,
+) -> Result<Image, ImageError> {
+    if !config.diff_ids.is_empty() && config.diff_ids.len() != layers.len() {
+        return Err(ImageError::Malformed {
+            what: "the image".into(),
+            expected: "consistent manifest and config",
+            detail: format!(
+                "the manifest lists {} layers, the config's rootfs.diff_ids {}",
+                layers.len(),
+                config.diff_ids.len()
+            ),
+        });
+    }
+    let mut fs = MergedFs::new();
+    let mut infos = Vec::new();
+    for (i, (source, layer)) in layers.into_iter().enumerate() {
+        if let Some(expected) = config.diff_ids.get(i) {
+            if *expected != layer.diff_id {
+                return Err(ImageError::DigestMismatch {
+                    what: format!("layer {} (`{source}`), uncompressed", i + 1),
+                    expected: expected.to_string(),
+                    actual: layer.diff_id.to_string(),
+                });
+            }
+        }
+        infos.push(LayerInfo {
+            source,
+            digest: layer.blob_digest.clone(),
+            diff_id: layer.diff_id.clone(),
+            compression: layer.compression,
+            size: layer.blob_size,
+        });
+        fs.apply(layer);
+    }
+    Ok(Image {
+        config,
+        fs,
+        layers: infos,
+        manifest_digest,
+        names,
+        layout,
+    })
+}
+
+// ---------------------------------------------------------------------------------------
+// OCI: index → manifest → config + layers, over any store of blobs.
+
+/// Where OCI resolution gets its blobs from.
+trait Store {
+    /// A small document, verified against its digest.
+    fn doc(&mut self, digest: &Digest, what: &str) -> Result<Vec<u8>, ImageError>;
+    /// A layer, verified against its digest.
+    fn layer(&mut self, digest: &Digest, budget: &mut Budget) -> Result<Layer, ImageError>;
+}
+
+struct MemberStore<'a> {
+    members: &'a mut Members,
+    select: &'a dyn Select,
+}
+
+impl Store for MemberStore<'_> {
+    fn doc(&mut self, digest: &Digest, what: &str) -> Result<Vec<u8>, ImageError> {
+        let path = format!("blobs/sha256/{}", digest.hex());
+        let real = self.members.real(&path).to_string();
+        // Verified when it was read (its name is its digest).
+        self.members
+            .docs
+            .get(&real)
+            .cloned()
+            .ok_or_else(|| ImageError::Missing(format!("{what} `{digest}` is not in the archive")))
+    }
+
+    fn layer(&mut self, digest: &Digest, budget: &mut Budget) -> Result<Layer, ImageError> {
+        self.members
+            .take_layer(&format!("blobs/sha256/{}", digest.hex()), budget, self.select)
+    }
+}
+
+struct SourceStore<'a> {
+    source: &'a dyn BlobSource,
+    select: &'a dyn Select,
+}
+
+impl Store for SourceStore<'_> {
+    fn doc(&mut self, digest: &Digest, what: &str) -> Result<Vec<u8>, ImageError> {
+        let reader = self.source.open(digest)?;
+        let mut hashed = HashRead::new(reader.take(MAX_CONFIG + 1));
+        let mut bytes = Vec::new();
+        hashed
+            .read_to_end(&mut bytes)
+            .map_err(|e| ImageError::from_io(what, e))?;
+        if bytes.len() as u64 > MAX_CONFIG {
+            return Err(ImageError::TooLarge {
+                path: format!("{what} {digest}"),
+                size: bytes.len() as u64,
+                limit: MAX_CONFIG,
+                what: "a JSON document",
+            });
+        }
+        let (actual, _) = hashed.finish();
+        if &actual != digest {
+            return Err(mismatch(&format!("{what} {}", digest.short()), digest, &actual));
+        }
+        Ok(bytes)
+    }
+
+    fn layer(&mut self, digest: &Digest, budget: &mut Budget) -> Result<Layer, ImageError> {
+        let reader = self.source.open(digest)?;
+        let l = layer::read_layer(reader, self.select, budget)?;
+        if &l.blob_digest != digest {
+            return Err(mismatch(
+                &format!("layer {}", digest.short()),
+                digest,
+                &l.blob_digest,
+            ));
+        }
+        Ok(l)
+    }
+}
+
+/// A descriptor: what a manifest or an index says about a blob.
+#[derive(Debug, Clone)]
+struct Descriptor {
+    media_type: String,
+    digest: Digest,
+    size: Option<u64>,
+    platform: Option<Platform>,
+    annotations: BTreeMap<String, String>,
+    urls: bool,
+}
+
+fn descriptor(v: &Value, what: &str) -> Result<Descriptor, ImageError> {
+    let malformed = |detail: &str| ImageError::Malformed {
+        what: what.to_string(),
+        expected: "OCI descriptor",
+        detail: detail.to_string(),
+    };
+    let obj = v.as_object().ok_or_else(|| malformed("expected an object"))?;
+    let digest = obj
+        .get("digest")
+        .and_then(Value::as_str)
+        .ok_or_else(|| malformed("no `digest`"))?;
+    let digest = Digest::parse(digest, what)?;
+    let platform = obj.get("platform").and_then(Value::as_object).map(|p| Platform {
+        os: p.get("os").and_then(Value::as_str).unwrap_or("").to_string(),
+        architecture: p
+            .get("architecture")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string(),
+        variant: p.get("variant").and_then(Value::as_str).map(str::to_string),
+    });
+    let annotations = obj
+        .get("annotations")
+        .and_then(Value::as_object)
+        .map(|a| {
+            a.iter()
+                .filter_map(|(k, v)| v.as_str().map(|s| (k.clone(), s.to_string())))
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(Descriptor {
+        media_type: obj
+            .get("mediaType")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string(),
+        digest,
+        size: obj.get("size").and_then(Value::as_u64),
+        platform,
+        annotations,
+        urls: obj
+            .get("urls")
+            .is_some_and(|u| u.as_array().is_some_and(|a| !a.is_empty())),
+    })
+}
+
+fn is_index(doc: &Value, media_type: &str) -> bool {
+    media_type.contains("image.index")
+        || media_type.contains("manifest.list")
+        || doc.get("manifests").is_some()
+}
+
+fn platform_matches(have: &Platform, want: &Platform) -> bool {
+    have.os == want.os
+        && have.architecture == want.architecture
+        && match (&want.variant, &have.variant) {
+            (Some(w), Some(h)) => w == h,
+            (Some(w), None) => want.architecture == "arm64" && w == "v8",
+            _ => true,
+        }
+}
+
+/// Picks the manifest of `opts.platform` from an index document.
+fn pick(index: &Value, what: &str, opts: &ReadOptions) -> Result<Descriptor, ImageError> {
+    let list = index
+        .get("manifests")
+        .and_then(Value::as_array)
+        .ok_or_else(|| ImageError::Malformed {
+            what: what.to_string(),
+            expected: "image index",
+            detail: "no `manifests` list".into(),
+        })?;
+    let all: Vec<Descriptor> = list
+        .iter()
+        .enumerate()
+        .map(|(i, d)| descriptor(d, &format!("{what} manifests[{i}]")))
+        .collect::<Result<_, _>>()?;
+    // Attestations (buildx provenance, SBOMs) ride along as manifests of platform unknown/unknown.
+    let images: Vec<&Descriptor> = all
+        .iter()
+        .filter(|d| {
+            d.annotations.get("vnd.docker.reference.type").map(String::as_str) != Some("attestation-manifest")
+        })
+        .filter(|d| d.platform.as_ref().is_none_or(|p| p.os != "unknown"))
+        .collect();
+    let named: Vec<&Descriptor> = match &opts.name {
+        Some(name) => images
+            .iter()
+            .copied()
+            .filter(|d| {
+                d.annotations
+                    .get("org.opencontainers.image.ref.name")
+                    .is_some_and(|r| r == name)
+                    || d.annotations
+                        .get("io.containerd.image.name")
+                        .is_some_and(|r| r == name || tag_matches(r, name))
+            })
+            .collect(),
+        None => images.clone(),
+    };
+    let pool = if named.is_empty() && opts.name.is_some() && images.len() == 1 {
+        images.clone()
+    } else {
+        named
+    };
+    let with_platform: Vec<&Descriptor> = pool
+        .iter()
+        .copied()
+        .filter(|d| {
+            d.platform
+                .as_ref()
+                .is_some_and(|p| platform_matches(p, &opts.platform))
+        })
+        .collect();
+    match (with_platform.as_slice(), pool.as_slice()) {
+        ([one, ..], _) => Ok((*one).clone()),
+        (_, [one]) if one.platform.is_none() => Ok((*one).clone()),
+        (_, []) => Err(ImageError::Missing(match &opts.name {
+            Some(n) => format!("{what} names no image `{n}`"),
+            None => format!("{what} lists no image"),
+        })),
+        (_, list) => {
+            let have: Vec<String> = list
+                .iter()
+                .map(|d| {
+                    d.platform
+                        .as_ref()
+                        .map_or_else(|| "unknown platform".to_string(), |p| p.to_string())
+                })
+                .collect();
+            Err(ImageError::Missing(format!(
+                "{what} has no image for {}; it has: {}",
+                opts.platform,
+                have.join(", ")
+            )))
+        }
+    }
+}
+
+fn resolve_oci(
+    store: &mut dyn Store,
+    top: &[u8],
+    top_what: &str,
+    opts: &ReadOptions,
+    budget: &mut Budget,
+    layout: Layout,
+) -> Result<Image, ImageError> {
+    let parse = |bytes: &[u8], what: &str, expected: &'static str| -> Result<Value, ImageError> {
+        serde_json::from_slice(bytes).map_err(|e| ImageError::Malformed {
+            what: what.to_string(),
+            expected,
+            detail: e.to_string(),
+        })
+    };
+    let mut doc = parse(top, top_what, "OCI index or manifest")?;
+    let mut what = top_what.to_string();
+    let mut media = doc
+        .get("mediaType")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let mut manifest_digest = None;
+    let mut names = Vec::new();
+    for _ in 0..MAX_INDEX_DEPTH {
+        if !is_index(&doc, &media) {
+            break;
+        }
+        let d = pick(&doc, &what, opts)?;
+        if let Some(n) = d.annotations.get("org.opencontainers.image.ref.name") {
+            names.push(n.clone());
+        }
+        let bytes = store.doc(&d.digest, "manifest")?;
+        check_size(&d, bytes.len() as u64, "manifest")?;
+        what = format!("manifest {}", d.digest.short());
+        doc = parse(&bytes, &what, "OCI manifest")?;
+        media = doc
+            .get("mediaType")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .unwrap_or(d.media_type.clone());
+        manifest_digest = Some(d.digest);
+    }
+    if is_index(&doc, &media) {
+        return Err(ImageError::Malformed {
+            what,
+            expected: "OCI manifest",
+            detail: format!("indexes nest deeper than {MAX_INDEX_DEPTH}"),
+        });
+    }
+    let config_desc = descriptor(
+        doc.get("config").ok_or_else(|| ImageError::Malformed {
+            what: what.clone(),
+            expected: "OCI manifest",
+            detail: "no `config`".into(),
+        })?,
+        &format!("{what} config"),
+    )?;
+    let config_bytes = store.doc(&config_desc.digest, "config")?;
+    check_size(&config_desc, config_bytes.len() as u64, "config")?;
+    let config = ImageConfig::parse(&config_bytes, &format!("config {}", config_desc.digest.short()))?;
+    let layer_descs: Vec<Descriptor> = doc
+        .get("layers")
+        .and_then(Value::as_array)
+        .ok_or_else(|| ImageError::Malformed {
+            what: what.clone(),
+            expected: "OCI manifest",
+            detail: "no `layers` list".into(),
+        })?
+        .iter()
+        .enumerate()
+        .map(|(i, d)| descriptor(d, &format!("{what} layers[{i}]")))
+        .collect::<Result<_, _>>()?;
+    let mut layers = Vec::new();
+    for (i, d) in layer_descs.iter().enumerate() {
+        if d.urls {
+            return Err(ImageError::Unsupported(format!(
+                "layer {} ({}) is a foreign layer fetched from elsewhere; it is not in the image",
+                i + 1,
+                d.digest
+            )));
+        }
+        let l = store
+            .layer(&d.digest, budget)
+            .map_err(|e| e.within(format!("layer {} ({})", i + 1, d.digest.short())))?;
+        check_size(d, l.blob_size, "layer")?;
+        layers.push((d.digest.to_string(), l));
+    }
+    build(config, layers, manifest_digest, names, layout)
+}
+
+fn check_size(d: &Descriptor, actual: u64, what: &str) -> Result<(), ImageError> {
+    match d.size {
+        Some(size) if size != actual => Err(ImageError::Malformed {
+            what: format!("{what} {}", d.digest),
+            expected: "blob of the size its descriptor gives",
+            detail: format!("the descriptor says {size} bytes, the blob has {actual}"),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// Reads an image from a blob store, starting from an index or manifest document (what a
+/// registry returns for a tag, or an OCI layout's index.json). Layers are streamed in
+/// order, each verified against its digest.
+pub fn read_from_blobs(
+    source: &dyn BlobSource,
+    top: &[u8],
+    opts: &ReadOptions,
+    select: &dyn Select,
+) -> Result<Image, ImageError> {
+    let mut budget = Budget::new(opts.limits);
+    let mut store = SourceStore { source, select };
+    resolve_oci(&mut store, top, "the index", opts, &mut budget, Layout::Oci)
+}
+
+/// An OCI image layout in a directory (`oci:DIR`).
+pub struct OciDir {
+    root: PathBuf,
+}
+
+impl BlobSource for OciDir {
+    fn open(&self, digest: &Digest) -> Result<Box<dyn Read + '_>, ImageError> {
+        // The digest was validated as 64 hex digits: it cannot climb out of the directory.
+        let path = self.root.join("blobs").join("sha256").join(digest.hex());
+        let f = std::fs::File::open(&path).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => {
+                ImageError::Missing(format!("blob `{}` is missing", path.display()))
+            }
+            _ => ImageError::Io {
+                what: path.display().to_string(),
+                source: e,
+            },
+        })?;
+        Ok(Box::new(std::io::BufReader::new(f)))
+    }
+}
+
+/// Reads an OCI image layout directory (`oci:DIR`).
+pub fn read_oci_dir(dir: &Path, opts: &ReadOptions) -> Result<Image, ImageError> {
+    let index_path = dir.join("index.json");
+    let f = std::fs::File::open(&index_path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => ImageError::Missing(format!(
+            "`{}` has no index.json: not an OCI image layout",
+            dir.display()
+        )),
+        _ => ImageError::Io {
+            what: index_path.display().to_string(),
+            source: e,
+        },
+    })?;
+    let mut bytes = Vec::new();
+    f.take(MAX_CONFIG + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| ImageError::from_io("index.json", e))?;
+    if bytes.len() as u64 > MAX_CONFIG {
+        return Err(ImageError::TooLarge {
+            path: index_path.display().to_string(),
+            size: bytes.len() as u64,
+            limit: MAX_CONFIG,
+            what: "a JSON document",
+        });
+    }
+    let source = OciDir {
+        root: dir.to_path_buf(),
+    };
+    let mut budget = Budget::new(opts.limits);
+    let mut store = SourceStore {
+        source: &source,
+        select: &detect::select,
+    };
+    resolve_oci(&mut store, &bytes, "index.json", opts, &mut budget, Layout::Oci)
+}

@@ -1,0 +1,557 @@
+//! What an image claims to hold: from `--expect torch=2.8,cuda=12.8,python=3.11`, or from
+//! the well-known tag schemes of its name.
+//!
+//! Owns: parsing `--expect`, reading claims out of `pytorch/pytorch`, `nvidia/cuda` and
+//! NGC (`nvcr.io/nvidia/<framework>:YY.MM-py3`) tags, the loose version match ("2.8"
+//! matches 2.8.1), and setting claims beside what detection found ([`Claims::compare`]).
+//! Must not: decide what a mismatch means for the user (the verify judgement), or look
+//! anything up: an NGC release is returned as its key (`24.08`) for the caller to find in
+//! compat-db.
+//!
+//! Tag schemes (see `shared/research/facts-torch-images.md` sections 4 to 6):
+//! - `pytorch/pytorch:<torch>-cuda<X.Y>-cudnn<N>-<runtime|devel>`, and `<torch>-runtime`
+//!   for CPU images.
+//! - `nvidia/cuda:<X.Y.Z>-[cudnn<N>-|cudnn-]<base|runtime|devel>-<os><ver>`; from 12.4 the
+//!   cuDNN variant is `cudnn` without a major (it ships cuDNN 9).
+//! - `nvcr.io/nvidia/<framework>:<YY.MM>-py3[-...]`: an NGC release.
+
+use serde::Serialize;
+
+use super::detect::{ImageFacts, Sourced};
+use super::reference::RegistryRef;
+
+/// An image flavour in nvidia/cuda and pytorch/pytorch tags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Flavor {
+    /// CUDA runtime libraries only (nvidia/cuda `base` has just cudart).
+    Base,
+    /// Runtime libraries.
+    Runtime,
+    /// Runtime plus the toolkit: `nvcc`, headers.
+    Devel,
+}
+
+/// What an image claims.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Claims {
+    /// Where the claims come from: `--expect`, or `tag pytorch/pytorch:...`.
+    pub source: String,
+    /// torch (`2.8`, `2.4.0`, `2.4.1+cu121`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub torch: Option<String>,
+    /// CUDA (`12.8`, `12.4.1`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cuda: Option<String>,
+    /// cuDNN (`9`, `8.9`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cudnn: Option<String>,
+    /// Some cuDNN, version unsaid (nvidia/cuda's `cudnn` tags from 12.4).
+    pub cudnn_present: bool,
+    /// NCCL (`2.21`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nccl: Option<String>,
+    /// Python (`3.11`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub python: Option<String>,
+    /// The distribution as tags write it (`ubuntu22.04`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub os: Option<String>,
+    /// base, runtime or devel.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub flavor: Option<Flavor>,
+    /// An NGC release (`24.08`), for the caller to look up.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ngc_release: Option<String>,
+}
+
+impl Claims {
+    /// Whether nothing is claimed.
+    pub fn is_empty(&self) -> bool {
+        self.torch.is_none()
+            && self.cuda.is_none()
+            && self.cudnn.is_none()
+            && !self.cudnn_present
+            && self.nccl.is_none()
+            && self.python.is_none()
+            && self.os.is_none()
+            && self.flavor.is_none()
+            && self.ngc_release.is_none()
+    }
+}
+
+/// A bad `--expect` value: names the input and the offending part.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid --expect `{input}`: {reason}")]
+pub struct ClaimsError {
+    /// The whole value as given.
+    pub input: String,
+    /// What is wrong.
+    pub reason: String,
+}
+
+/// The keys `--expect` takes.
+pub const EXPECT_KEYS: &[&str] = &["torch", "cuda", "cudnn", "nccl", "python", "os"];
+
+/// Whether `s` is 1 to `max` dot-separated numbers.
+fn dotted(s: &str, max: usize) -> bool {
+    let parts: Vec<&str> = s.split('.').collect();
+    parts.len() <= max
+        && parts
+            .iter()
+            .all(|p| !p.is_empty() && p.len() <= 9 && p.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// Parses `--expect torch=2.8,cuda=12.8,python=3.11,cudnn=9`.
+pub fn parse_expect(input: &str) -> Result<Claims, ClaimsError> {
+    let fail = |reason: String| ClaimsError {
+        input: input.to_string(),
+        reason,
+    };
+    let mut out = Claims {
+        source: "--expect".into(),
+        ..Default::default()
+    };
+    if input.trim().is_empty() {
+        return Err(fail(
+            "it is empty; expected KEY=VERSION pairs such as `torch=2.8,cuda=12.8`".into(),
+        ));
+    }
+    for part in input.split(',') {
+        let part = part.trim();
+        let Some((key, value)) = part.split_once('=') else {
+            return Err(fail(format!("`{part}` is not KEY=VALUE")));
+        };
+        let (key, value) = (key.trim().to_ascii_lowercase(), value.trim());
+        if value.is_empty() {
+            return Err(fail(format!("`{key}` has no value")));
+        }
+        let slot = match key.as_str() {
+            "torch" => {
+                crate::model::parse_version(value).map_err(|e| fail(e.to_string()))?;
+                &mut out.torch
+            }
+            "cuda" | "cudnn" | "nccl" | "python" => {
+                let max = if key == "cudnn" { 4 } else { 3 };
+                if !dotted(value, max) {
+                    return Err(fail(format!(
+                        "`{key}={value}`: expected up to {max} dot-separated numbers (`{}`)",
+                        match key.as_str() {
+                            "cuda" => "12.8",
+                            "cudnn" => "9",
+                            "nccl" => "2.21",
+                            _ => "3.11",
+                        }
+                    )));
+                }
+                match key.as_str() {
+                    "cuda" => &mut out.cuda,
+                    "cudnn" => &mut out.cudnn,
+                    "nccl" => &mut out.nccl,
+                    _ => &mut out.python,
+                }
+            }
+            "os" => {
+                if !value
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-')
+                {
+                    return Err(fail(format!(
+                        "`os={value}`: expected a name such as `ubuntu22.04`"
+                    )));
+                }
+                &mut out.os
+            }
+            other => {
+                let near = EXPECT_KEYS
+                    .iter()
+                    .map(|k| (strsim::levenshtein(k, other), k))
+                    .min()
+                    .filter(|(d, _)| *d <= 2)
+                    .map(|(_, k)| format!("; did you mean `{k}`?"))
+                    .unwrap_or_default();
+                return Err(fail(format!(
+                    "unknown key `{other}` (known: {}){near}",
+                    EXPECT_KEYS.join(", ")
+                )));
+            }
+        };
+        if slot.is_some() {
+            return Err(fail(format!("`{key}` is given twice")));
+        }
+        *slot = Some(value.to_string());
+    }
+    Ok(out)
+}
+
+/// Claims from an image name's tag, when it follows a known scheme; `None` otherwise.
+pub fn from_tag(reference: &str) -> Option<Claims> {
+    from_registry_ref(&RegistryRef::parse(reference).ok()?)
+}
+
+/// [`from_tag`] over a parsed reference.
+pub fn from_registry_ref(r: &RegistryRef) -> Option<Claims> {
+    let tag = r.tag()?;
+    let source = format!("tag {}:{tag}", r.familiar_name());
+    let claims = match (r.registry.as_str(), r.repository.as_str()) {
+        ("docker.io", "pytorch/pytorch") => pytorch_tag(tag),
+        ("docker.io", "nvidia/cuda") => cuda_tag(tag),
+        ("nvcr.io", repo) if repo.starts_with("nvidia/") => ngc_tag(tag),
+        _ => None,
+    }?;
+    Some(Claims { source, ..claims })
+}
+
+fn flavor(word: &str) -> Option<Flavor> {
+    match word {
+        "base" => Some(Flavor::Base),
+        "runtime" => Some(Flavor::Runtime),
+        "devel" => Some(Flavor::Devel),
+        _ => None,
+    }
+}
+
+/// `2.4.0-cuda12.1-cudnn9-runtime`, `2.5.1-runtime`.
+fn pytorch_tag(tag: &str) -> Option<Claims> {
+    let mut parts = tag.split('-');
+    let torch = parts.next()?;
+    if !dotted(torch, 3) {
+        return None;
+    }
+    let mut c = Claims {
+        torch: Some(torch.to_string()),
+        ..Default::default()
+    };
+    for p in parts {
+        if let Some(v) = p.strip_prefix("cudnn") {
+            if !dotted(v, 4) {
+                return None;
+            }
+            c.cudnn = Some(v.to_string());
+        } else if let Some(v) = p.strip_prefix("cuda") {
+            if !dotted(v, 3) {
+                return None;
+            }
+            c.cuda = Some(v.to_string());
+        } else if let Some(f) = flavor(p) {
+            c.flavor = Some(f);
+        } else {
+            return None;
+        }
+    }
+    Some(c)
+}
+
+/// `12.4.1-cudnn-devel-ubuntu22.04`, `12.1.1-cudnn8-runtime-ubuntu22.04`, `12.4.1-base-ubuntu22.04`.
+fn cuda_tag(tag: &str) -> Option<Claims> {
+    let parts: Vec<&str> = tag.split('-').collect();
+    let (version, rest) = parts.split_first()?;
+    if !dotted(version, 3) {
+        return None;
+    }
+    let mut c = Claims {
+        cuda: Some(version.to_string()),
+        ..Default::default()
+    };
+    let mut i = 0;
+    if let Some(v) = rest.first().and_then(|p| p.strip_prefix("cudnn")) {
+        if v.is_empty() {
+            c.cudnn_present = true;
+        } else if dotted(v, 4) {
+            c.cudnn = Some(v.to_string());
+        } else {
+            return None;
+        }
+        i = 1;
+    }
+    c.flavor = Some(flavor(rest.get(i)?)?);
+    let os = rest[i + 1..].join("-");
+    if os.is_empty() {
+        return None;
+    }
+    c.os = Some(os);
+    Some(c)
+}
+
+/// `24.08-py3`, `25.01-py3-igpu`.
+fn ngc_tag(tag: &str) -> Option<Claims> {
+    let (release, rest) = tag.split_once('-')?;
+    let (yy, mm) = release.split_once('.')?;
+    let ok = yy.len() == 2 && mm.len() == 2 && yy.bytes().chain(mm.bytes()).all(|b| b.is_ascii_digit());
+    (ok && rest.starts_with("py3")).then(|| Claims {
+        ngc_release: Some(release.to_string()),
+        ..Default::default()
+    })
+}
+
+/// The leading dotted numbers of a version (`2.6.0a0+x` → `[2, 6, 0]`).
+fn release_numbers(v: &str) -> Vec<u64> {
+    let v = v.trim().trim_start_matches('v');
+    let end = v
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(v.len());
+    v[..end].split('.').map_while(|p| p.parse::<u64>().ok()).collect()
+}
+
+/// The loose match of a claim against a found version: every number the claim gives must
+/// equal the found one's (`2.8` matches `2.8.1+cu128`; `12.8` matches `12.8.93`; `12.8.0`
+/// matches `12.8`); a claimed local part (`+cu121`) must be there too.
+pub fn version_matches(claimed: &str, found: &str) -> bool {
+    let c = release_numbers(claimed);
+    let f = release_numbers(found);
+    if c.is_empty() || f.is_empty() {
+        return false;
+    }
+    let numbers = c
+        .iter()
+        .enumerate()
+        .all(|(i, n)| f.get(i).copied().unwrap_or(0) == *n);
+    let local = match claimed.split_once('+') {
+        Some((_, l)) => found.split_once('+').is_some_and(|(_, fl)| fl == l),
+        None => true,
+    };
+    numbers && local
+}
+
+/// One claim set beside what was found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ClaimCheck {
+    /// `torch`, `cuda`, `cudnn`, `nccl`, `python`, `os`, `devel`.
+    pub component: &'static str,
+    /// What is claimed.
+    pub claimed: String,
+    /// What was found, with where.
+    pub found: Vec<Sourced<String>>,
+    /// Whether a found value matches (`None`: nothing found to compare).
+    pub matches: Option<bool>,
+}
+
+impl Claims {
+    /// Each claim beside what detection found. For `cuda`, torch's own CUDA
+    /// (`torch.version.cuda`) is what is compared when there is a torch, since that is what a
+    /// torch image's tag means; otherwise the toolkit and `CUDA_VERSION`.
+    pub fn compare(&self, facts: &ImageFacts) -> Vec<ClaimCheck> {
+        let mut out = Vec::new();
+        let check = |component: &'static str, claimed: &str, found: Vec<Sourced<String>>| {
+            let matches =
+                (!found.is_empty()).then(|| found.iter().any(|f| version_matches(claimed, &f.value)));
+            ClaimCheck {
+                component,
+                claimed: claimed.to_string(),
+                found,
+                matches,
+            }
+        };
+        let s = |value: String, source: &str| Sourced {
+            value,
+            source: source.to_string(),
+        };
+        if let Some(t) = &self.torch {
+            let found = facts
+                .torch
+                .iter()
+                .filter_map(|t| t.version.clone().or_else(|| t.dist_version.clone()))
+                .collect();
+            out.push(check("torch", t, found));
+        }
+        if let Some(c) = &self.cuda {
+            let from_torch: Vec<Sourced<String>> =
+                facts.torch.iter().filter_map(|t| t.cuda.clone()).collect();
+            let found = if from_torch.is_empty() {
+                facts
+                    .cuda_toolkits
+                    .iter()
+                    .filter_map(|k| k.version.as_ref().map(|v| s(v.value.to_string(), &v.source)))
+                    .chain(
+                        facts
+                            .env
+                            .cuda_version
+                            .iter()
+                            .map(|v| s(v.value.to_string(), &v.source)),
+                    )
+                    .collect()
+            } else {
+                from_torch
+            };
+            out.push(check("cuda", c, found));
+        }
+        let cudnn_found = || -> Vec<Sourced<String>> {
+            let d = &facts.cudnn;
+            d.headers
+                .iter()
+                .map(|h| s(h.value.to_string(), &h.source))
+                .chain(d.libraries.iter().filter_map(|l| {
+                    l.version
+                        .as_ref()
+                        .map(|v| s(v.clone(), &format!("file name {}", l.path)))
+                }))
+                .chain(d.pip.iter().cloned())
+                .chain(d.declared.iter().map(|v| s(v.value.to_string(), &v.source)))
+                .collect()
+        };
+        if let Some(c) = &self.cudnn {
+            out.push(check("cudnn", c, cudnn_found()));
+        } else if self.cudnn_present {
+            let found = cudnn_found();
+            out.push(ClaimCheck {
+                component: "cudnn",
+                claimed: "present".into(),
+                matches: Some(!found.is_empty()),
+                found,
+            });
+        }
+        if let Some(n) = &self.nccl {
+            let d = &facts.nccl;
+            let found = d
+                .headers
+                .iter()
+                .map(|h| s(h.value.to_string(), &h.source))
+                .chain(d.libraries.iter().filter_map(|l| {
+                    l.version
+                        .as_ref()
+                        .map(|v| s(v.clone(), &format!("file name {}", l.path)))
+                }))
+                .chain(d.pip.iter().cloned())
+                .chain(d.declared.iter().map(|v| s(v.value.to_string(), &v.source)))
+                .collect();
+            out.push(check("nccl", n, found));
+        }
+        if let Some(p) = &self.python {
+            let found = facts
+                .pythons
+                .iter()
+                .map(|py| {
+                    py.exact
+                        .clone()
+                        .unwrap_or_else(|| s(py.version.clone(), &py.source))
+                })
+                .collect();
+            out.push(check("python", p, found));
+        }
+        if let Some(o) = &self.os {
+            let found: Vec<Sourced<String>> = facts
+                .os
+                .iter()
+                .map(|os| s(format!("{}{}", os.id, os.version_id), &os.source))
+                .collect();
+            let squash = |x: &str| {
+                x.chars()
+                    .filter(|c| c.is_ascii_alphanumeric() || *c == '.')
+                    .collect::<String>()
+                    .to_ascii_lowercase()
+            };
+            let matches = (!found.is_empty()).then(|| found.iter().any(|f| squash(&f.value) == squash(o)));
+            out.push(ClaimCheck {
+                component: "os",
+                claimed: o.clone(),
+                found,
+                matches,
+            });
+        }
+        if self.flavor == Some(Flavor::Devel) {
+            let found: Vec<Sourced<String>> = facts
+                .cuda_toolkits
+                .iter()
+                .filter_map(|k| k.nvcc.as_ref().map(|n| s("nvcc".into(), n)))
+                .collect();
+            out.push(ClaimCheck {
+                component: "devel",
+                claimed: "nvcc".into(),
+                matches: Some(!found.is_empty()),
+                found,
+            });
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expect() {
+        let c = parse_expect("torch=2.8,cuda=12.8,python=3.11,cudnn=9").unwrap();
+        assert_eq!(c.torch.as_deref(), Some("2.8"));
+        assert_eq!(c.cuda.as_deref(), Some("12.8"));
+        assert_eq!(c.python.as_deref(), Some("3.11"));
+        assert_eq!(c.cudnn.as_deref(), Some("9"));
+        assert_eq!(c.source, "--expect");
+        let c = parse_expect(" torch = 2.4.1+cu121 , os=ubuntu22.04").unwrap();
+        assert_eq!(c.torch.as_deref(), Some("2.4.1+cu121"));
+        for (bad, needle) in [
+            ("", "empty"),
+            ("torch", "KEY=VALUE"),
+            ("torch=", "no value"),
+            ("trch=2.8", "did you mean `torch`"),
+            ("gpu=h100", "unknown key `gpu`"),
+            ("cuda=12.x", "dot-separated"),
+            ("torch=2.8,torch=2.9", "twice"),
+            ("torch=two", "PEP 440"),
+            ("os=ubuntu 22.04", "ubuntu22.04"),
+        ] {
+            let e = parse_expect(bad).unwrap_err();
+            assert!(e.to_string().contains(needle), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn tag_schemes() {
+        let c = from_tag("pytorch/pytorch:2.4.0-cuda12.1-cudnn9-runtime").unwrap();
+        assert_eq!(
+            (
+                c.torch.as_deref(),
+                c.cuda.as_deref(),
+                c.cudnn.as_deref(),
+                c.flavor
+            ),
+            (Some("2.4.0"), Some("12.1"), Some("9"), Some(Flavor::Runtime))
+        );
+        assert_eq!(c.source, "tag pytorch/pytorch:2.4.0-cuda12.1-cudnn9-runtime");
+        let c = from_tag("docker.io/pytorch/pytorch:2.5.1-runtime").unwrap();
+        assert_eq!((c.torch.as_deref(), c.cuda.as_deref()), (Some("2.5.1"), None));
+        let c = from_tag("nvidia/cuda:12.4.1-cudnn-devel-ubuntu22.04").unwrap();
+        assert_eq!(c.cuda.as_deref(), Some("12.4.1"));
+        assert!(c.cudnn_present && c.cudnn.is_none());
+        assert_eq!(c.flavor, Some(Flavor::Devel));
+        assert_eq!(c.os.as_deref(), Some("ubuntu22.04"));
+        let c = from_tag("nvidia/cuda:12.1.1-cudnn8-runtime-ubuntu22.04").unwrap();
+        assert_eq!(c.cudnn.as_deref(), Some("8"));
+        let c = from_tag("nvidia/cuda:12.4.1-base-ubuntu22.04").unwrap();
+        assert_eq!(
+            (c.flavor, c.os.as_deref()),
+            (Some(Flavor::Base), Some("ubuntu22.04"))
+        );
+        let c = from_tag("nvcr.io/nvidia/pytorch:24.08-py3").unwrap();
+        assert_eq!(c.ngc_release.as_deref(), Some("24.08"));
+        assert_eq!(c.source, "tag nvcr.io/nvidia/pytorch:24.08-py3");
+        for none in [
+            "pytorch/pytorch:latest",
+            "pytorch/pytorch:nightly-devel",
+            "nvidia/cuda:latest",
+            "nvidia/cuda:12.4.1-devel",
+            "nvcr.io/nvidia/pytorch:latest",
+            "ubuntu:22.04",
+            "pytorch/pytorch@sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+            "Not A Ref",
+        ] {
+            assert_eq!(from_tag(none), None, "{none}");
+        }
+    }
+
+    #[test]
+    fn loose_matching() {
+        assert!(version_matches("2.8", "2.8.1+cu128"));
+        assert!(version_matches("2.8", "2.8.0"));
+        assert!(!version_matches("2.8", "2.4.1+cu124"));
+        assert!(version_matches("12.8", "12.8.93"));
+        assert!(version_matches("12.8.0", "12.8"));
+        assert!(!version_matches("12.8.1", "12.8"));
+        assert!(version_matches("2.6", "2.6.0a0+ecf3bae40a.nv25.1"));
+        assert!(version_matches("2.4.1+cu121", "2.4.1+cu121"));
+        assert!(!version_matches("2.4.1+cu121", "2.4.1"));
+        assert!(version_matches("9", "9.1.0.70"));
+        assert!(!version_matches("", "9"));
+        assert!(!version_matches("9", "x"));
+    }
+}
