@@ -26,3 +26,4 @@ pub mod registry;
 pub mod report;
 pub mod resolve;
 pub mod upstream;
+pub mod verify;

@@ -59,6 +59,9 @@ pub enum CliError {
     /// The pins contradict each other or name nothing that exists.
     #[error(transparent)]
     Query(#[from] QueryError),
+    /// A daemon, registry or stream failed.
+    #[error("{0}")]
+    Environment(String),
     /// A project file does not parse.
     #[error(transparent)]
     Input(#[from] resolve::input::InputError),
@@ -104,6 +107,7 @@ impl CliError {
             CliError::Usage(_) => Exit::BadInput,
             CliError::Query(_) => Exit::BadInput,
             CliError::Input(_) => Exit::BadInput,
+            CliError::Environment(_) => Exit::Environment,
             CliError::Upstream(UpstreamError::OutDir { .. }) => Exit::BadInput,
             CliError::Upstream(_) => Exit::Environment,
             CliError::Io(_) => Exit::Environment,
@@ -146,6 +150,12 @@ enum Command {
     /// Will it run? Every stack (torch build x Python) that works on the machine described,
     /// ranked, with the findings behind each verdict; when none does, why, and what to change.
     Query(Box<QueryArgs>),
+    /// What is really inside an image, without running it: torch, CUDA, cuDNN, NCCL,
+    /// Python, OS; against its claims (`--expect`, or its tag) and a target (`--driver`,
+    /// `--gpu`, or this host). IMAGE: `docker-daemon:NAME` or a bare name,
+    /// `docker://REGISTRY/NAME:TAG`, `docker-archive:PATH`, `oci-archive:PATH`, `oci:DIR`.
+    /// Exit 1 when a claim or the target check fails.
+    Verify(Box<VerifyArgs>),
     /// The compatibility graph a query used, in Graphviz DOT.
     Graph(Box<GraphArgs>),
     /// On the rented host: probe GPUs, driver, toolkits, cuDNN, Pythons and torch, Docker,
@@ -165,6 +175,36 @@ enum Command {
     /// stderr and its digest checked against the registry's. Exit 3 when the registry
     /// refuses or fails.
     Pull(Box<containers::PullArgs>),
+}
+
+#[derive(Debug, Args)]
+struct VerifyArgs {
+    /// The image.
+    image: String,
+    /// What the image should hold: `torch=2.8,cuda=12.8,python=3.11` (also `cudnn`, `nccl`).
+    #[arg(long, value_name = "CLAIMS")]
+    expect: Option<String>,
+    /// Do not infer claims from well-known tags (pytorch/pytorch, nvidia/cuda, NGC).
+    #[arg(long)]
+    no_infer: bool,
+    /// The target's driver version.
+    #[arg(long, value_name = "VERSION")]
+    driver: Option<String>,
+    /// A target GPU (repeatable, or `NAMExN`).
+    #[arg(long, value_name = "NAME")]
+    gpu: Vec<String>,
+    /// Judge against this host (its probes).
+    #[arg(long)]
+    host: bool,
+    /// Judge against a recorded host.
+    #[arg(long, value_name = "FILE")]
+    host_facts: Option<std::path::PathBuf>,
+    /// Seconds before a daemon or registry request is given up.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30)]
+    timeout: u64,
+    /// Print a JSON document.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -466,6 +506,7 @@ fn dispatch(cli: &Cli, out: &mut dyn Write) -> Result<Exit, CliError> {
             )
         }
         Command::Check(args) => check(cli, args, out),
+        Command::Verify(args) => verify(cli, args, out),
         Command::Dockerfile(args) => containers::dockerfile(&cli.db, args, out),
         Command::Build(args) => containers::build(&cli.db, args, out),
         Command::Pull(args) => containers::pull(&cli.db, args, out),
@@ -476,6 +517,73 @@ fn dispatch(cli: &Cli, out: &mut dyn Write) -> Result<Exit, CliError> {
             Ok(Exit::Ok)
         }
     }
+}
+
+fn verify(cli: &Cli, args: &VerifyArgs, out: &mut dyn Write) -> Result<Exit, CliError> {
+    use crate::verify::{Target, VerifyError};
+    let db = open_db(&cli.db)?;
+    let reference = crate::image::ImageRef::parse(&args.image).map_err(|e| CliError::Usage(e.to_string()))?;
+    let expect = match &args.expect {
+        Some(e) => {
+            Some(crate::image::parse_expect(e).map_err(|e| CliError::Usage(format!("--expect: {e}")))?)
+        }
+        None => None,
+    };
+    // The target: a host's probes, then the flags over them.
+    let mut target = Target::default();
+    if args.host || args.host_facts.is_some() {
+        let host_args = HostArgs {
+            host_facts: args.host_facts.clone(),
+            ..HostArgs::default()
+        };
+        let host = host_args.report(&[])?;
+        target.driver = host.driver.as_ref().map(|d| d.value.clone());
+        target.driver_cuda = host.driver_cuda.as_ref().map(|c| c.value.clone());
+        let (asks, _) = crate::judge::host_gpus(&db, &host);
+        for a in asks {
+            let brand = host
+                .gpus
+                .iter()
+                .find(|g| db.gpu(&g.name).is_ok_and(|r| r.id == a.gpu.id))
+                .and_then(|g| g.brand.clone());
+            target.gpus.push((a, brand));
+        }
+        target.source = "this host".into();
+    }
+    if let Some(d) = &args.driver {
+        let driver = d
+            .trim()
+            .parse()
+            .map_err(|e: crate::model::ParseError| CliError::Usage(format!("--driver: {e}")))?;
+        target.driver = Some(driver);
+        target.driver_cuda = None;
+        target.source = "the target given".into();
+    }
+    if !args.gpu.is_empty() {
+        let stack = StackArgs {
+            gpu: args.gpu.clone(),
+            ..StackArgs::default()
+        };
+        target.gpus = stack.to_query(&db)?.gpus.into_iter().map(|g| (g, None)).collect();
+        target.source = "the target given".into();
+    }
+    let timeout = std::time::Duration::from_secs(args.timeout.max(1));
+    let file_source = !matches!(
+        reference,
+        crate::image::ImageRef::Daemon(_) | crate::image::ImageRef::Registry(_)
+    );
+    let (image, origin) = crate::verify::read(&reference, &args.image, timeout).map_err(|e| match e {
+        VerifyError::Input(m) => CliError::Usage(m),
+        // A broken archive the user named is bad input; a broken stream from a daemon or
+        // a registry is the environment failing.
+        VerifyError::Image(e) if file_source => CliError::Usage(e.to_string()),
+        VerifyError::Image(e) => CliError::Environment(e.to_string()),
+        VerifyError::Docker(e) => CliError::Docker(e),
+        VerifyError::Registry(e) => CliError::Environment(e.to_string()),
+    })?;
+    let v = crate::verify::judge(&db, &image, origin, expect, !args.no_infer, &target);
+    report::verify(out, &v, args.json)?;
+    Ok(if v.failed { Exit::Findings } else { Exit::Ok })
 }
 
 fn check(cli: &Cli, args: &CheckArgs, out: &mut dyn Write) -> Result<Exit, CliError> {

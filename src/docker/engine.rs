@@ -289,6 +289,57 @@ impl Engine for Bollard {
             .ok_or_else(|| DockerError::NoSuchImage(name.to_string()))
     }
 
+    fn load(&self, archive: Vec<u8>) -> Result<(), DockerError> {
+        let options = bollard::query_parameters::ImportImageOptions::default();
+        self.rt.block_on(async {
+            let mut stream = self
+                .docker
+                .import_image(options, bollard::body_full(archive.into()), None);
+            while let Some(item) = stream.next().await {
+                item.map_err(classify)?;
+            }
+            Ok(())
+        })
+    }
+
+    fn export(&self, image: &str) -> Result<Box<dyn std::io::Read + Send>, DockerError> {
+        // An unknown image is an error now, not in the middle of a read.
+        if self.inspect(image)?.is_none() {
+            return Err(DockerError::NoSuchImage(image.to_string()));
+        }
+        // The stream is driven on a thread of its own, with its own connection, and handed
+        // over in chunks through a bounded channel: at most 16 chunks wait for the reader.
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Result<bytes::Bytes, String>>(16);
+        let name = image.to_string();
+        std::thread::spawn(move || {
+            let run = || -> Result<(), String> {
+                let rt = runtime().map_err(|e| e.to_string())?;
+                let docker = connect().map_err(|e| e.to_string())?;
+                rt.block_on(async {
+                    let docker = docker
+                        .negotiate_version()
+                        .await
+                        .map_err(|e| classify(e).to_string())?;
+                    let mut stream = docker.export_image(&name);
+                    while let Some(chunk) = stream.next().await {
+                        let chunk = chunk.map_err(|e| classify(e).to_string())?;
+                        if tx.send(Ok(chunk)).is_err() {
+                            return Ok(()); // the reader stopped early
+                        }
+                    }
+                    Ok(())
+                })
+            };
+            if let Err(e) = run() {
+                let _ = tx.send(Err(e));
+            }
+        });
+        Ok(Box::new(ChannelReader {
+            rx,
+            buf: bytes::Bytes::new(),
+        }))
+    }
+
     fn read_file(&self, image: &str, path: &str, limit: u64) -> Result<Vec<u8>, DockerError> {
         let body = ContainerCreateBody {
             image: Some(image.to_string()),
@@ -390,6 +441,32 @@ fn first_file(tar: &[u8], limit: u64) -> Result<Vec<u8>, String> {
         return Ok(data);
     }
     Err("not a regular file".into())
+}
+
+/// A `Read` over chunks arriving on a channel; the sender's error ends the read with it.
+struct ChannelReader {
+    rx: std::sync::mpsc::Receiver<Result<bytes::Bytes, String>>,
+    buf: bytes::Bytes,
+}
+
+impl std::io::Read for ChannelReader {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        while self.buf.is_empty() {
+            match self.rx.recv() {
+                Ok(Ok(chunk)) => self.buf = chunk,
+                Ok(Err(e)) => {
+                    return Err(std::io::Error::other(format!(
+                        "the Docker daemon's export failed: {e}"
+                    )));
+                }
+                Err(_) => return Ok(0),
+            }
+        }
+        let n = out.len().min(self.buf.len());
+        out[..n].copy_from_slice(&self.buf[..n]);
+        self.buf = self.buf.slice(n..);
+        Ok(n)
+    }
 }
 
 #[cfg(test)]

@@ -133,6 +133,16 @@ impl Engine for Fake {
         Ok("sha256:imported".into())
     }
 
+    fn load(&self, _archive: Vec<u8>) -> Result<(), DockerError> {
+        self.call("load".into());
+        Ok(())
+    }
+
+    fn export(&self, image: &str) -> Result<Box<dyn std::io::Read + Send>, DockerError> {
+        self.call(format!("export {image}"));
+        Err(DockerError::NoSuchImage(image.to_string()))
+    }
+
     fn read_file(&self, image: &str, path: &str, _limit: u64) -> Result<Vec<u8>, DockerError> {
         self.call(format!("read_file {image} {path}"));
         Err(DockerError::NoSuchImage(image.into()))

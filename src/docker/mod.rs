@@ -264,6 +264,11 @@ pub trait Engine {
     /// One file of an image, read through a container that is created, never started,
     /// and removed again. At most `limit` bytes.
     fn read_file(&self, image: &str, path: &str, limit: u64) -> Result<Vec<u8>, DockerError>;
+    /// Loads a `docker save` archive (`docker load`).
+    fn load(&self, archive: Vec<u8>) -> Result<(), DockerError>;
+    /// The `docker save` stream of an image, as it comes: memory stays bounded whatever the
+    /// image's size.
+    fn export(&self, image: &str) -> Result<Box<dyn std::io::Read + Send>, DockerError>;
 }
 
 /// A finished build.

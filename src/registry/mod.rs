@@ -3,18 +3,19 @@
 //! every digest verified.
 //!
 //! Owns: talking to registries. Must not: read what is inside a layer (that is `image`),
-//! decide anything, or print. Credentials (from `~/.docker/config.json` or
-//! `GPUENV_REGISTRY_USER` / `GPUENV_REGISTRY_PASSWORD`) never appear in errors or output.
+//! decide anything, or print. Credentials come from `docker::auth` (the lookup `pull`
+//! uses) and never appear in errors or output.
 
 use std::io::{self, Read};
 use std::time::Duration;
 
-use base64::Engine as _;
 use reqwest::StatusCode;
 use reqwest::blocking::{Client, Response};
 use reqwest::header::{ACCEPT, AUTHORIZATION, WWW_AUTHENTICATE};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
+
+use crate::docker::Credentials;
 
 /// Media types asked for, most specific first: an index/list lets us choose the platform.
 const MANIFEST_TYPES: &str = "application/vnd.oci.image.index.v1+json, application/vnd.docker.distribution.manifest.list.v2+json, application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json";
@@ -134,62 +135,6 @@ pub struct Manifest {
     pub layers: Vec<Descriptor>,
 }
 
-/// Registry credentials.
-#[derive(Clone)]
-pub struct Credentials {
-    user: String,
-    password: String,
-}
-
-impl std::fmt::Debug for Credentials {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // Never the password, not even in debug output.
-        write!(f, "Credentials {{ user: {:?}, password: <redacted> }}", self.user)
-    }
-}
-
-impl Credentials {
-    /// Credentials for `registry`: the environment first, then `~/.docker/config.json`.
-    pub fn lookup(registry: &str, env: impl Fn(&str) -> Option<String>) -> Option<Credentials> {
-        if let (Some(user), Some(password)) = (env("GPUENV_REGISTRY_USER"), env("GPUENV_REGISTRY_PASSWORD")) {
-            return Some(Credentials { user, password });
-        }
-        let home = env("DOCKER_CONFIG")
-            .map(std::path::PathBuf::from)
-            .or_else(|| env("HOME").map(|h| std::path::Path::new(&h).join(".docker")))?;
-        let text = std::fs::read_to_string(home.join("config.json")).ok()?;
-        Credentials::from_docker_config(&text, registry)
-    }
-
-    /// From the `auths` of a Docker config (`{"auths": {"host": {"auth": base64(user:pw)}}}`).
-    pub fn from_docker_config(text: &str, registry: &str) -> Option<Credentials> {
-        let v: serde_json::Value = serde_json::from_str(text).ok()?;
-        let auths = v.get("auths")?.as_object()?;
-        let keys = if registry == "docker.io" || registry == "registry-1.docker.io" {
-            vec![
-                "https://index.docker.io/v1/".to_string(),
-                "docker.io".into(),
-                "registry-1.docker.io".into(),
-            ]
-        } else {
-            vec![
-                registry.to_string(),
-                format!("https://{registry}"),
-                format!("http://{registry}"),
-            ]
-        };
-        let entry = keys.iter().find_map(|k| auths.get(k))?;
-        let raw = entry.get("auth")?.as_str()?;
-        let decoded = base64::engine::general_purpose::STANDARD.decode(raw).ok()?;
-        let s = String::from_utf8(decoded).ok()?;
-        let (user, password) = s.split_once(':')?;
-        Some(Credentials {
-            user: user.to_string(),
-            password: password.to_string(),
-        })
-    }
-}
-
 /// A registry endpoint.
 pub struct Registry {
     http: Client,
@@ -269,7 +214,7 @@ impl Registry {
             }
             match (token, &self.creds) {
                 (Some(t), _) => req = req.header(AUTHORIZATION, format!("Bearer {t}")),
-                (None, Some(c)) => req = req.basic_auth(&c.user, Some(&c.password)),
+                (None, Some(c)) => req = req.basic_auth(&c.username, Some(c.password())),
                 (None, None) => {}
             }
             req.send().map_err(|e| self.unreachable(&e))
@@ -322,7 +267,7 @@ impl Registry {
         let Some(realm) = realm else { return Ok(None) };
         let mut req = self.http.get(&realm).query(&query);
         if let Some(c) = &self.creds {
-            req = req.basic_auth(&c.user, Some(&c.password));
+            req = req.basic_auth(&c.username, Some(c.password()));
         }
         let resp = req.send().map_err(|e| self.unreachable(&e))?;
         if !resp.status().is_success() {
@@ -341,13 +286,28 @@ impl Registry {
             .map(str::to_string))
     }
 
-    /// The manifest of `repo:reference` for `platform` (`linux/amd64`), with its digest.
+    /// The image manifest of `repo:reference` for `platform` (`linux/amd64`), parsed, with
+    /// its digest.
     pub fn manifest(
         &self,
         repo: &str,
         reference: &str,
         platform: (&str, &str),
     ) -> Result<(Manifest, String), RegistryError> {
+        let (body, digest) = self.manifest_document(repo, reference, platform)?;
+        let m: Manifest =
+            serde_json::from_slice(&body).map_err(|e| self.format("manifest", e.to_string()))?;
+        Ok((m, digest))
+    }
+
+    /// The image manifest's bytes for `platform` (an index or manifest list resolved to its
+    /// entry), with its digest; verified against the digest asked for or announced.
+    pub fn manifest_document(
+        &self,
+        repo: &str,
+        reference: &str,
+        platform: (&str, &str),
+    ) -> Result<(Vec<u8>, String), RegistryError> {
         let what = format!("{repo}:{reference}");
         let (body, digest, media) = self.manifest_bytes(repo, reference, &what)?;
         let v: serde_json::Value =
@@ -357,33 +317,30 @@ impl Registry {
             .and_then(|m| m.as_str())
             .map(str::to_string)
             .unwrap_or(media);
-        if media.contains("index") || media.contains("manifest.list") || v.get("manifests").is_some() {
-            let index: Index = serde_json::from_value(v).map_err(|e| self.format("index", e.to_string()))?;
-            let chosen = index.manifests.iter().find(|d| {
-                d.platform
-                    .as_ref()
-                    .is_some_and(|p| p.os == platform.0 && p.architecture == platform.1)
-            });
-            let Some(chosen) = chosen else {
-                let available: Vec<String> = index
-                    .manifests
-                    .iter()
-                    .filter_map(|d| d.platform.as_ref())
-                    .map(|p| format!("{}/{}", p.os, p.architecture))
-                    .collect();
-                return Err(RegistryError::Platform {
-                    what,
-                    platform: format!("{}/{}", platform.0, platform.1),
-                    available: available.join(", "),
-                });
-            };
-            let (body, digest, _) = self.manifest_bytes(repo, &chosen.digest, &what)?;
-            let m: Manifest =
-                serde_json::from_slice(&body).map_err(|e| self.format("manifest", e.to_string()))?;
-            return Ok((m, digest));
+        if !(media.contains("index") || media.contains("manifest.list") || v.get("manifests").is_some()) {
+            return Ok((body, digest));
         }
-        let m: Manifest = serde_json::from_value(v).map_err(|e| self.format("manifest", e.to_string()))?;
-        Ok((m, digest))
+        let index: Index = serde_json::from_value(v).map_err(|e| self.format("index", e.to_string()))?;
+        let chosen = index.manifests.iter().find(|d| {
+            d.platform
+                .as_ref()
+                .is_some_and(|p| p.os == platform.0 && p.architecture == platform.1)
+        });
+        let Some(chosen) = chosen else {
+            let available: Vec<String> = index
+                .manifests
+                .iter()
+                .filter_map(|d| d.platform.as_ref())
+                .map(|p| format!("{}/{}", p.os, p.architecture))
+                .collect();
+            return Err(RegistryError::Platform {
+                what,
+                platform: format!("{}/{}", platform.0, platform.1),
+                available: available.join(", "),
+            });
+        };
+        let (body, digest, _) = self.manifest_bytes(repo, &chosen.digest, &what)?;
+        Ok((body, digest))
     }
 
     fn format(&self, what: &str, reason: String) -> RegistryError {
@@ -546,16 +503,6 @@ mod tests {
                 .starts_with("digest mismatch for blob y: expected sha256:00"),
             "{e}"
         );
-    }
-
-    #[test]
-    fn docker_config_credentials_are_read_and_never_printed() {
-        let auth = base64::engine::general_purpose::STANDARD.encode("alice:s3cret");
-        let cfg = format!(r#"{{"auths":{{"127.0.0.1:5000":{{"auth":"{auth}"}}}}}}"#);
-        let c = Credentials::from_docker_config(&cfg, "127.0.0.1:5000").unwrap();
-        assert_eq!(c.user, "alice");
-        assert!(!format!("{c:?}").contains("s3cret"));
-        assert!(Credentials::from_docker_config(&cfg, "nvcr.io").is_none());
     }
 
     #[test]

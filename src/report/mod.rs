@@ -10,6 +10,7 @@
 mod containers;
 mod host;
 mod query;
+mod verify;
 
 use std::io::{self, Write};
 
@@ -24,6 +25,7 @@ pub use containers::{
 };
 pub use host::{check, doctor};
 pub use query::{QueryOpts, query};
+pub use verify::verify;
 
 /// Version of every JSON document gpuenv prints. Bumped on any incompatible change.
 pub const SCHEMA_VERSION: u32 = 1;

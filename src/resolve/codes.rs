@@ -98,6 +98,36 @@ pub const CODES: &[(&str, &str)] = &[
         "nvcc-ptx-only",
         "nvcc cannot compile SASS for the GPU; extensions must ship PTX for JIT",
     ),
+    // What an image holds (`gpuenv verify`).
+    (
+        "image-claim-mismatch",
+        "the image holds another version than its tag or --expect claims",
+    ),
+    (
+        "image-claim-unchecked",
+        "a claim names a component the image shows no trace of",
+    ),
+    ("image-no-torch", "no torch installation was found in the image"),
+    (
+        "image-torch-cuda-libs-mismatch",
+        "torch's CUDA major differs from every CUDA runtime in the image",
+    ),
+    (
+        "image-cudnn-shadowing",
+        "two cuDNNs in the image: a system one can be loaded instead of the wheel's",
+    ),
+    (
+        "image-require-weaker",
+        "NVIDIA_REQUIRE_CUDA lets the image start on drivers too old for its torch",
+    ),
+    (
+        "image-will-not-start",
+        "the NVIDIA runtime refuses the image on the target host",
+    ),
+    (
+        "image-starts",
+        "the NVIDIA runtime starts the image on the target host",
+    ),
 ];
 
 /// Whether `code` is a known finding code.

@@ -10,14 +10,14 @@ use serde_json::json;
 
 use super::image_build::*;
 
-const UBUNTU_2204: &[u8] =
+pub const UBUNTU_2204: &[u8] =
     b"PRETTY_NAME=\"Ubuntu 22.04.4 LTS\"\nNAME=\"Ubuntu\"\nVERSION_ID=\"22.04\"\nVERSION=\"22.04.4 LTS (Jammy Jellyfish)\"\nID=ubuntu\n";
 const UBUNTU_2404: &[u8] = b"PRETTY_NAME=\"Ubuntu 24.04.1 LTS\"\nVERSION_ID=\"24.04\"\nID=ubuntu\n";
 
 /// The real `NVIDIA_REQUIRE_CUDA` of nvidia/cuda:12.4.1-*-ubuntu22.04 (amd64).
 const REQUIRE_12_4_1: &str = "NVIDIA_REQUIRE_CUDA=cuda>=12.4 brand=tesla,driver>=470,driver<471 brand=unknown,driver>=470,driver<471 brand=nvidia,driver>=470,driver<471 brand=nvidiartx,driver>=470,driver<471 brand=geforce,driver>=470,driver<471 brand=geforcertx,driver>=470,driver<471 brand=quadro,driver>=470,driver<471 brand=quadrortx,driver>=470,driver<471 brand=titan,driver>=470,driver<471 brand=titanrtx,driver>=470,driver<471 brand=tesla,driver>=525,driver<526 brand=unknown,driver>=525,driver<526 brand=nvidia,driver>=525,driver<526 brand=nvidiartx,driver>=525,driver<526 brand=geforce,driver>=525,driver<526 brand=geforcertx,driver>=525,driver<526 brand=quadro,driver>=525,driver<526 brand=quadrortx,driver>=525,driver<526 brand=titan,driver>=525,driver<526 brand=titanrtx,driver>=525,driver<526 brand=tesla,driver>=535,driver<536 brand=unknown,driver>=535,driver<536 brand=nvidia,driver>=535,driver<536 brand=nvidiartx,driver>=535,driver<536 brand=geforce,driver>=535,driver<536 brand=geforcertx,driver>=535,driver<536 brand=quadro,driver>=535,driver<536 brand=quadrortx,driver>=535,driver<536 brand=titan,driver>=535,driver<536 brand=titanrtx,driver>=535,driver<536";
 
-fn version_py(version: &str, cuda: Option<&str>) -> Vec<u8> {
+pub fn version_py(version: &str, cuda: Option<&str>) -> Vec<u8> {
     let cuda = cuda.map_or("None".to_string(), |c| format!("'{c}'"));
     format!(
         "from typing import Optional\n__all__ = ['__version__', 'debug', 'cuda', 'git_version', 'hip']\n__version__ = '{version}'\ndebug = False\ncuda: Optional[str] = {cuda}\ngit_version = 'e4ee3be4063b7c430974252fdf7db42273388d86'\nhip: Optional[str] = None\n"
@@ -25,7 +25,7 @@ fn version_py(version: &str, cuda: Option<&str>) -> Vec<u8> {
     .into_bytes()
 }
 
-fn torch_metadata(version: &str, pins: &[&str]) -> Vec<u8> {
+pub fn torch_metadata(version: &str, pins: &[&str]) -> Vec<u8> {
     let mut s = format!(
         "Metadata-Version: 2.1\nName: torch\nVersion: {version}\nRequires-Python: >=3.8.0\nRequires-Dist: filelock\n"
     );
@@ -49,7 +49,7 @@ fn read_err(bytes: &[u8]) -> ImageError {
     }
 }
 
-fn base_layer() -> Vec<u8> {
+pub fn base_layer() -> Vec<u8> {
     layer(&[
         E::Dir("etc"),
         E::File("usr/lib/os-release", UBUNTU_2204),
@@ -62,7 +62,7 @@ fn base_layer() -> Vec<u8> {
 
 /// A pytorch/pytorch-style image (conda in /opt/conda, torch from pip) whose tag says
 /// torch 2.8 with CUDA 12.8 but which holds 2.4.1+cu124.
-fn lying_pytorch_image(manifest_last: bool) -> Vec<u8> {
+pub fn lying_pytorch_image(manifest_last: bool) -> Vec<u8> {
     let sp = "opt/conda/lib/python3.11/site-packages";
     let conda = layer(&[
         E::File("opt/conda/bin/python3.11", b"\x7fELF"),
@@ -305,7 +305,7 @@ fn compat_lib(json: &str) -> Vec<u8> {
 }
 
 /// An NGC-style image in the Docker 25+ `docker save` layout.
-fn ngc_image() -> Vec<u8> {
+pub fn ngc_image() -> Vec<u8> {
     let sp = "usr/local/lib/python3.12/dist-packages";
     let base = layer(&[
         E::File("usr/lib/os-release", UBUNTU_2404),

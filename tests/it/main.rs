@@ -12,3 +12,4 @@ mod refresh;
 mod show;
 mod stats;
 mod support;
+mod verify;

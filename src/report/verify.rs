@@ -1,0 +1,193 @@
+//! `gpuenv verify`: what the image holds, its claims, and the target.
+
+use std::io::{self, Write};
+
+use serde_json::json;
+
+use super::{SCHEMA_VERSION, write_json};
+use crate::resolve::Severity;
+use crate::verify::Verification;
+
+fn mark(s: Severity) -> &'static str {
+    match s {
+        Severity::Info => "ok  ",
+        Severity::Warning => "warn",
+        Severity::Conditional => "cond",
+        Severity::Incompatible => "FAIL",
+    }
+}
+
+/// Prints a verification.
+pub fn verify(out: &mut dyn Write, v: &Verification, json_out: bool) -> io::Result<()> {
+    if json_out {
+        let mut doc = serde_json::to_value(v).map_err(io::Error::other)?;
+        if let serde_json::Value::Object(m) = &mut doc {
+            m.insert("schema_version".into(), json!(SCHEMA_VERSION));
+        }
+        return write_json(out, &doc);
+    }
+    let f = &v.facts;
+    writeln!(
+        out,
+        "image:      {} ({}{})",
+        v.origin.reference,
+        v.origin.transport,
+        v.origin
+            .digest
+            .as_deref()
+            .map(|d| format!(", {d}"))
+            .unwrap_or_default()
+    )?;
+    if let Some(os) = &f.os {
+        writeln!(
+            out,
+            "OS:         {}  [{}]",
+            if os.pretty_name.is_empty() {
+                &os.id
+            } else {
+                &os.pretty_name
+            },
+            os.source
+        )?;
+    }
+    for p in &f.pythons {
+        writeln!(
+            out,
+            "Python:     {} at {}  [{}]",
+            p.exact.as_ref().map_or(p.version.as_str(), |e| e.value.as_str()),
+            p.prefix,
+            p.source
+        )?;
+    }
+    if f.torch.is_empty() {
+        writeln!(out, "torch:      none")?;
+    }
+    for t in &f.torch {
+        writeln!(
+            out,
+            "torch:      {} (CUDA {}) in {}{}{}",
+            t.version_str().unwrap_or("?"),
+            t.cuda
+                .as_ref()
+                .map_or(if t.cpu_only { "none: CPU build" } else { "?" }, |c| c
+                    .value
+                    .as_str()),
+            t.site_packages,
+            t.torchvision
+                .as_ref()
+                .map(|x| format!(", torchvision {}", x.value))
+                .unwrap_or_default(),
+            t.torchaudio
+                .as_ref()
+                .map(|x| format!(", torchaudio {}", x.value))
+                .unwrap_or_default()
+        )?;
+    }
+    for c in &f.cuda_toolkits {
+        writeln!(
+            out,
+            "CUDA:       {} at {}{}",
+            c.version
+                .as_ref()
+                .map_or("?".to_string(), |v| v.value.to_string()),
+            c.root,
+            if c.nvcc.is_some() { " (with nvcc)" } else { "" }
+        )?;
+    }
+    let versions = |xs: Vec<String>| {
+        if xs.is_empty() {
+            "none".to_string()
+        } else {
+            xs.join(", ")
+        }
+    };
+    writeln!(
+        out,
+        "cuDNN:      {}",
+        versions(
+            f.cudnn
+                .headers
+                .iter()
+                .map(|h| format!("{} ({})", h.value, h.source))
+                .chain(f.cudnn.libraries.iter().map(|l| format!(
+                    "{} ({})",
+                    l.version.as_deref().unwrap_or("?"),
+                    l.path
+                )))
+                .chain(f.cudnn.pip.iter().map(|p| format!("{} ({})", p.value, p.source)))
+                .collect()
+        )
+    )?;
+    writeln!(
+        out,
+        "NCCL:       {}",
+        versions(
+            f.nccl
+                .libraries
+                .iter()
+                .map(|l| format!("{} ({})", l.version.as_deref().unwrap_or("?"), l.path))
+                .chain(f.nccl.pip.iter().map(|p| format!("{} ({})", p.value, p.source)))
+                .collect()
+        )
+    )?;
+    for c in &f.cuda_compat {
+        writeln!(
+            out,
+            "compat:     {} (driver {})",
+            c.path,
+            c.driver.as_ref().map_or("?".to_string(), |d| d.to_string())
+        )?;
+    }
+    for r in &f.env.require {
+        writeln!(
+            out,
+            "require:    {}={}",
+            r.source.trim_start_matches("env "),
+            r.value
+        )?;
+    }
+    if let Some(u) = &f.user {
+        writeln!(out, "user:       {}", if u.is_empty() { "root" } else { u })?;
+    }
+    if !v.claims.is_empty() {
+        writeln!(out)?;
+        writeln!(out, "claims ({}):", v.claims_source.join("; "))?;
+        for c in &v.claims {
+            let found: Vec<String> = c.found.iter().map(|x| x.value.clone()).collect();
+            let m = match c.matches {
+                Some(true) => "pass",
+                Some(false) => "FAIL",
+                None => "warn",
+            };
+            writeln!(
+                out,
+                "  {m}  {}: claimed {}, found {}",
+                c.component,
+                c.claimed,
+                if found.is_empty() {
+                    "nothing".into()
+                } else {
+                    found.join(", ")
+                }
+            )?;
+        }
+    }
+    if !v.findings.is_empty() {
+        writeln!(out)?;
+        writeln!(out, "findings:")?;
+        for x in &v.findings {
+            writeln!(out, "  {} {}: {}", mark(x.severity), x.code, x.message)?;
+        }
+    }
+    for s in &v.torch_on_target {
+        writeln!(
+            out,
+            "  torch {}+{} on the target: {}",
+            s.torch, s.variant, s.status
+        )?;
+        for x in s.findings.iter().filter(|x| x.severity >= Severity::Conditional) {
+            writeln!(out, "    {} {}: {}", mark(x.severity), x.code, x.message)?;
+        }
+    }
+    writeln!(out, "verdict: {}", if v.failed { "FAIL" } else { "pass" })
+}
