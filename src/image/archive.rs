@@ -391,7 +391,11 @@ impl Members {
             expected: "docker save manifest",
             detail,
         };
-        let doc: Value = serde_json::from_slice(&self.docs[what]).map_err(|e| malformed(e.to_string()))?;
+        let bytes = self
+            .docs
+            .get(what)
+            .ok_or_else(|| ImageError::Missing("the archive has no manifest.json".into()))?;
+        let doc: Value = serde_json::from_slice(bytes).map_err(|e| malformed(e.to_string()))?;
         let entries = doc
             .as_array()
             .ok_or_else(|| malformed("expected a list".into()))?;

@@ -869,3 +869,19 @@ fn archives_that_are_not_images() {
         "{e}"
     );
 }
+
+#[test]
+fn only_what_detection_needs_is_kept() {
+    // torch's site-packages holds ~15 000 files; the merged view keeps a handful.
+    let sp = "opt/conda/lib/python3.11/site-packages";
+    let names: Vec<String> = (0..5000).map(|i| format!("{sp}/torch/_ops/op_{i}.py")).collect();
+    let mut entries: Vec<E> = names.iter().map(|n| E::File(n, b"x = 1\n")).collect();
+    let vp = version_py("2.4.1", Some("12.1"));
+    let vpath = format!("{sp}/torch/version.py");
+    entries.push(E::File(&vpath, &vp));
+    let l = layer(&entries);
+    let img = read(&one_layer_archive(gzip(&l), l));
+    let kept: Vec<&str> = img.fs.paths().collect();
+    assert_eq!(kept, [vpath.as_str()]);
+    assert_eq!(img.facts().torch[0].version.as_ref().unwrap().value, "2.4.1");
+}
