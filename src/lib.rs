@@ -11,6 +11,13 @@
 //! - [`docker`]: the only module that talks to the Docker Engine.
 //! - [`image`]: what is inside an image (config, layers, files), read without running it;
 //!   pure readers over byte streams.
+//! - [`resolve`]: the rules and the search: which stacks run, why, and what to change.
+//! - [`upstream`]: PyPI and the PyTorch index, read for `db refresh`.
+//! - [`host`]: probes of the live host behind a seam that records and replays.
+//! - [`judge`]: doctor's checks and the host against the project and the order.
+//! - [`registry`]: the OCI distribution API, without a daemon.
+//! - [`verify`]: an image from any source, judged against its claims and a host.
+//! - [`text`]: cleaning other programs' output.
 //! - [`report`]: the only module that prints.
 //! - [`cli`]: argument parsing and dispatch.
 
@@ -25,5 +32,6 @@ pub mod model;
 pub mod registry;
 pub mod report;
 pub mod resolve;
+pub mod text;
 pub mod upstream;
 pub mod verify;

@@ -202,6 +202,10 @@ struct VerifyArgs {
     /// Seconds before a daemon or registry request is given up.
     #[arg(long, value_name = "SECONDS", default_value_t = 30)]
     timeout: u64,
+    /// A local image: read every layer (the export stream) instead of the paths where
+    /// the standard layouts keep what is verified.
+    #[arg(long)]
+    full: bool,
     /// Print a JSON document.
     #[arg(long)]
     json: bool,
@@ -572,15 +576,16 @@ fn verify(cli: &Cli, args: &VerifyArgs, out: &mut dyn Write) -> Result<Exit, Cli
         reference,
         crate::image::ImageRef::Daemon(_) | crate::image::ImageRef::Registry(_)
     );
-    let (image, origin) = crate::verify::read(&reference, &args.image, timeout).map_err(|e| match e {
-        VerifyError::Input(m) => CliError::Usage(m),
-        // A broken archive the user named is bad input; a broken stream from a daemon or
-        // a registry is the environment failing.
-        VerifyError::Image(e) if file_source => CliError::Usage(e.to_string()),
-        VerifyError::Image(e) => CliError::Environment(e.to_string()),
-        VerifyError::Docker(e) => CliError::Docker(e),
-        VerifyError::Registry(e) => CliError::Environment(e.to_string()),
-    })?;
+    let (image, origin) =
+        crate::verify::read(&reference, &args.image, timeout, args.full).map_err(|e| match e {
+            VerifyError::Input(m) => CliError::Usage(m),
+            // A broken archive the user named is bad input; a broken stream from a daemon or
+            // a registry is the environment failing.
+            VerifyError::Image(e) if file_source => CliError::Usage(e.to_string()),
+            VerifyError::Image(e) => CliError::Environment(e.to_string()),
+            VerifyError::Docker(e) => CliError::Docker(e),
+            VerifyError::Registry(e) => CliError::Environment(e.to_string()),
+        })?;
     let v = crate::verify::judge(&db, &image, origin, expect, !args.no_infer, &target);
     report::verify(out, &v, args.json)?;
     Ok(if v.failed { Exit::Findings } else { Exit::Ok })

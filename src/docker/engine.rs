@@ -131,7 +131,8 @@ impl Engine for Bollard {
                 if let Some(aux) = info.aux.and_then(|a| a.id) {
                     id = Some(aux);
                 }
-                if let Some(text) = info.stream.map(|t| strip_ansi(&t)) {
+                // The classic builder colours what a step writes to stderr; gpuenv's output has none.
+                if let Some(text) = info.stream.map(|t| crate::text::strip_ansi(&t)) {
                     if let Some(rest) = text.trim().strip_prefix("Successfully built ") {
                         short = Some(rest.trim().to_string());
                     }
@@ -341,86 +342,200 @@ impl Engine for Bollard {
     }
 
     fn read_file(&self, image: &str, path: &str, limit: u64) -> Result<Vec<u8>, DockerError> {
+        let paths = self.open_paths(image)?;
+        // The tar adds headers and padding around the file.
+        let (_, fetched) = paths.ask(&[], &[(path.to_string(), limit.saturating_add(1 << 20))])?;
+        let tar = match fetched.into_iter().next() {
+            Some(Fetched::Tar(tar)) => tar,
+            Some(Fetched::TooLarge) => {
+                return Err(DockerError::Api(format!(
+                    "`{path}` in `{image}` is larger than {limit} bytes"
+                )));
+            }
+            _ => return Err(DockerError::Api(format!("no file `{path}` in `{image}`"))),
+        };
+        paths.close()?;
+        first_file(&tar, limit).map_err(|why| DockerError::Api(format!("`{path}` in `{image}`: {why}")))
+    }
+}
+
+/// What `stat` says of a path in a container: the daemon's `X-Docker-Container-Path-Stat`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PathStat {
+    /// Size in bytes.
+    pub size: u64,
+    /// Go's `os.FileMode` bits: permissions, and type bits such as [`PathStat::SYMLINK`].
+    pub mode: u32,
+    /// For a symbolic link, where it leads, resolved by the daemon inside the container's
+    /// root (absolute, every link on the way followed); empty otherwise.
+    pub link_target: String,
+}
+
+impl PathStat {
+    /// Go's `os.ModeDir`.
+    pub const DIR: u32 = 1 << 31;
+    /// Go's `os.ModeSymlink`.
+    pub const SYMLINK: u32 = 1 << 27;
+
+    /// Whether it is a directory.
+    pub fn is_dir(&self) -> bool {
+        self.mode & Self::DIR != 0
+    }
+
+    /// Whether it is a symbolic link.
+    pub fn is_symlink(&self) -> bool {
+        self.mode & Self::SYMLINK != 0
+    }
+}
+
+/// What a `get` of one path brought back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fetched {
+    /// No such path in the image.
+    Missing,
+    /// A tar holding the path (a file, a link, or a directory and all it holds), its
+    /// entries named from the path's last component.
+    Tar(Vec<u8>),
+    /// The tar grew past the limit given; the read was abandoned.
+    TooLarge,
+}
+
+/// How many archive requests are in flight at once: the daemon mounts the container's
+/// root for each, and more at once gain nothing on two cores.
+const PATH_REQUESTS_IN_FLIGHT: usize = 8;
+
+/// A container created from an image and never started, whose files are read through the
+/// container archive API (`HEAD` and `GET /containers/{id}/archive`): a few paths of a
+/// large image without exporting it. Removed by [`Paths::close`], or on drop.
+pub struct Paths<'a> {
+    engine: &'a Bollard,
+    id: String,
+    image: String,
+    closed: bool,
+}
+
+impl Bollard {
+    /// Creates the never-started container [`Paths`] reads through.
+    pub fn open_paths(&self, image: &str) -> Result<Paths<'_>, DockerError> {
         let body = ContainerCreateBody {
             image: Some(image.to_string()),
             // Never started: a command is only needed because an image may have none.
             cmd: Some(vec!["/gpuenv-never-started".into()]),
             entrypoint: Some(Vec::new()),
+            network_disabled: Some(true),
             ..ContainerCreateBody::default()
         };
-        self.rt.block_on(async {
-            let created = self.docker.create_container(None, body).await.map_err(|e| {
+        let created = self
+            .rt
+            .block_on(self.docker.create_container(None, body))
+            .map_err(|e| {
                 if is_not_found(&e) {
                     DockerError::NoSuchImage(image.to_string())
                 } else {
                     classify(e)
                 }
             })?;
-            let id = created.id;
-            let read = async {
-                let options = DownloadFromContainerOptions {
-                    path: path.to_string(),
-                };
-                let mut stream = self.docker.download_from_container(&id, Some(options));
-                let mut tar = Vec::new();
-                while let Some(chunk) = stream.next().await {
-                    let chunk = chunk.map_err(|e| {
-                        if is_not_found(&e) {
-                            DockerError::Api(format!("no file `{path}` in `{image}`"))
-                        } else {
-                            classify(e)
-                        }
-                    })?;
-                    tar.extend_from_slice(&chunk);
-                    // The tar adds headers and padding around the file.
-                    if tar.len() as u64 > limit.saturating_add(1 << 20) {
-                        return Err(DockerError::Api(format!(
-                            "`{path}` in `{image}` is larger than {limit} bytes"
-                        )));
-                    }
-                }
-                first_file(&tar, limit)
-                    .map_err(|why| DockerError::Api(format!("`{path}` in `{image}`: {why}")))
-            };
-            let result = read.await;
-            let options = RemoveContainerOptions {
-                force: true,
-                v: true,
-                ..RemoveContainerOptions::default()
-            };
-            let removed = self
-                .docker
-                .remove_container(&id, Some(options))
-                .await
-                .map_err(classify);
-            let data = result?;
-            removed?;
-            Ok(data)
+        Ok(Paths {
+            engine: self,
+            id: created.id,
+            image: image.to_string(),
+            closed: false,
         })
+    }
+
+    /// The image's inspect document, as the Engine gives it (`None`: no such image).
+    pub fn inspect_raw(&self, name: &str) -> Result<Option<bollard::models::ImageInspect>, DockerError> {
+        match self.rt.block_on(self.docker.inspect_image(name)) {
+            Ok(i) => Ok(Some(i)),
+            Err(e) if is_not_found(&e) => Ok(None),
+            Err(e) => Err(classify(e)),
+        }
     }
 }
 
-/// Text without ANSI escape sequences: the classic builder colours what a step writes to
-/// stderr, and gpuenv's output has no colour.
-fn strip_ansi(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c != '\u{1b}' {
-            out.push(c);
-            continue;
-        }
-        if chars.peek() == Some(&'[') {
-            chars.next();
-            // Parameters and intermediates, then one final byte in @..~.
-            for c in chars.by_ref() {
-                if ('@'..='~').contains(&c) {
-                    break;
+impl Paths<'_> {
+    /// The image the container was made from.
+    pub fn image(&self) -> &str {
+        &self.image
+    }
+
+    /// Stats every path of `stats` (`None`: absent) and fetches every path of `gets` as
+    /// a tar (a tar past its limit is abandoned as [`Fetched::TooLarge`]), all at once,
+    /// several requests in flight; the answers come in the order asked.
+    pub fn ask(
+        &self,
+        stats: &[String],
+        gets: &[(String, u64)],
+    ) -> Result<(Vec<Option<PathStat>>, Vec<Fetched>), DockerError> {
+        let docker = &self.engine.docker;
+        let id = self.id.as_str();
+        let stat_all = futures_util::stream::iter(stats.iter().map(|path| async move {
+            let options = bollard::query_parameters::ContainerArchiveInfoOptions { path: path.clone() };
+            match docker.get_container_archive_info(id, Some(options)).await {
+                Ok(s) => Ok(Some(PathStat {
+                    size: u64::try_from(s.size).unwrap_or(0),
+                    mode: s.file_mode,
+                    link_target: s.link_target,
+                })),
+                Err(e) if is_not_found(&e) => Ok(None),
+                Err(e) => Err(classify(e)),
+            }
+        }))
+        .buffered(PATH_REQUESTS_IN_FLIGHT)
+        .collect::<Vec<Result<Option<PathStat>, DockerError>>>();
+        let get_all = futures_util::stream::iter(gets.iter().map(|(path, limit)| async move {
+            let options = DownloadFromContainerOptions { path: path.clone() };
+            let mut stream = docker.download_from_container(id, Some(options));
+            let mut tar = Vec::new();
+            while let Some(chunk) = stream.next().await {
+                match chunk {
+                    Ok(chunk) => tar.extend_from_slice(&chunk),
+                    Err(e) if is_not_found(&e) => return Ok(Fetched::Missing),
+                    Err(e) => return Err(classify(e)),
+                }
+                if tar.len() as u64 > *limit {
+                    return Ok(Fetched::TooLarge);
                 }
             }
+            Ok(Fetched::Tar(tar))
+        }))
+        .buffered(PATH_REQUESTS_IN_FLIGHT)
+        .collect::<Vec<Result<Fetched, DockerError>>>();
+        let (stats, gets) = self
+            .engine
+            .rt
+            .block_on(async { futures_util::future::join(stat_all, get_all).await });
+        Ok((
+            stats.into_iter().collect::<Result<_, _>>()?,
+            gets.into_iter().collect::<Result<_, _>>()?,
+        ))
+    }
+
+    /// Removes the container, reporting a failure (drop removes it quietly).
+    pub fn close(mut self) -> Result<(), DockerError> {
+        self.closed = true;
+        self.remove()
+    }
+
+    fn remove(&self) -> Result<(), DockerError> {
+        let options = RemoveContainerOptions {
+            force: true,
+            v: true,
+            ..RemoveContainerOptions::default()
+        };
+        self.engine
+            .rt
+            .block_on(self.engine.docker.remove_container(&self.id, Some(options)))
+            .map_err(classify)
+    }
+}
+
+impl Drop for Paths<'_> {
+    fn drop(&mut self) {
+        if !self.closed {
+            let _ = self.remove();
         }
     }
-    out
 }
 
 /// The first regular file of a tar, bounded.
@@ -466,19 +581,5 @@ impl std::io::Read for ChannelReader {
         out[..n].copy_from_slice(&self.buf[..n]);
         self.buf = self.buf.slice(n..);
         Ok(n)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn colour_codes_of_the_builder_are_removed() {
-        assert_eq!(
-            strip_ansi("\u{1b}[91mERROR: no\n\u{1b}[0m\u{1b}[91mmore\u{1b}[0m"),
-            "ERROR: no\nmore"
-        );
-        assert_eq!(strip_ansi("plain"), "plain");
     }
 }

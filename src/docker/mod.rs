@@ -31,7 +31,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub use auth::Credentials;
-pub use engine::Bollard;
+pub use engine::{Bollard, Fetched, PathStat, Paths};
 pub use reference::{Reference, ReferenceError};
 
 /// What the Engine says about itself, for `doctor`.

@@ -30,23 +30,9 @@ use super::types::*;
 use crate::docker::EngineInfo;
 use crate::model::{CudaVersion, DriverVersion, GlibcVersion};
 
-/// A fact and where it came from.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Sourced<T> {
-    /// The value.
-    pub value: T,
-    /// `nvml`, `nvidia-smi -q -x`, `/proc/driver/nvidia/version`, `GPUENV_DRIVER`...
-    pub source: String,
-}
-
-impl<T> Sourced<T> {
-    fn new(value: T, source: impl Into<String>) -> Self {
-        Sourced {
-            value,
-            source: source.into(),
-        }
-    }
-}
+/// A fact and where it came from (sources here: `nvml`, `nvidia-smi -q -x`,
+/// `/proc/driver/nvidia/version`, `GPUENV_DRIVER`...).
+pub use crate::model::Sourced;
 
 /// A CUDA toolkit found on disk.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -93,6 +93,9 @@ pub enum Layout {
     DockerOci,
     /// An OCI image layout (index.json).
     Oci,
+    /// No archive: chosen paths read one by one from a container of the image (the
+    /// Docker Engine's container archive API), as one synthetic layer.
+    ContainerPaths,
 }
 
 /// One layer as read.

@@ -45,23 +45,9 @@ use crate::host::parse::{
 };
 use crate::model::{CudaVersion, CudnnVersion, DriverVersion, NcclVersion};
 
-/// A value and where it was read.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Sourced<T> {
-    /// The value.
-    pub value: T,
-    /// Where: `/path`, `file name /path`, `env NAME`, `label NAME`, `directory name /path`.
-    pub source: String,
-}
-
-impl<T> Sourced<T> {
-    fn new(value: T, source: impl Into<String>) -> Self {
-        Sourced {
-            value,
-            source: source.into(),
-        }
-    }
-}
+/// A value and where it was read (`/path`, `file name /path`, `env NAME=value`,
+/// `label NAME=value`, `directory name /path`).
+pub use crate::model::Sourced;
 
 /// Everything detection found in one image.
 #[derive(Debug, Clone, Default, Serialize)]

@@ -71,7 +71,8 @@ impl fmt::Display for Digest {
 /// Hashes (sha256) and counts every byte read through it.
 pub struct HashRead<R> {
     inner: R,
-    hasher: Sha256,
+    /// `None`: counting only (see [`HashRead::counting`]).
+    hasher: Option<Sha256>,
     count: u64,
 }
 
@@ -80,7 +81,19 @@ impl<R: Read> HashRead<R> {
     pub fn new(inner: R) -> Self {
         HashRead {
             inner,
-            hasher: Sha256::new(),
+            hasher: Some(Sha256::new()),
+            count: 0,
+        }
+    }
+
+    /// Wraps `inner`, counting without hashing, for a stream whose digest another
+    /// `HashRead` over the same bytes already takes (an uncompressed layer's diff id is
+    /// its blob digest): hashing dominates the cost of reading a large image, so it is
+    /// done once. [`HashRead::finish`] then gives `None`.
+    pub fn counting(inner: R) -> Self {
+        HashRead {
+            inner,
+            hasher: None,
             count: 0,
         }
     }
@@ -99,16 +112,30 @@ impl<R: Read> HashRead<R> {
 
     /// The digest of what was read, and how many bytes.
     pub fn finish(self) -> (Digest, u64) {
-        let out = self.hasher.finalize();
+        let count = self.count;
+        (self.digest().unwrap_or_else(|| Digest::of(Sha256::new())), count)
+    }
+
+    /// The digest of what was read (`None` when only counting).
+    pub fn digest(self) -> Option<Digest> {
+        self.hasher.map(Digest::of)
+    }
+}
+
+impl Digest {
+    fn of(hasher: Sha256) -> Digest {
+        let out = hasher.finalize();
         let hex: String = out.iter().map(|b| format!("{b:02x}")).collect();
-        (Digest(format!("sha256:{hex}")), self.count)
+        Digest(format!("sha256:{hex}"))
     }
 }
 
 impl<R: Read> Read for HashRead<R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let n = self.inner.read(buf)?;
-        self.hasher.update(&buf[..n]);
+        if let Some(h) = &mut self.hasher {
+            h.update(&buf[..n]);
+        }
         self.count += n as u64;
         Ok(n)
     }

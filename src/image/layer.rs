@@ -273,7 +273,12 @@ pub fn read_layer<R: Read>(reader: R, select: &dyn Select, budget: &mut Budget) 
     } else {
         (Compression::None, Decoder::Plain(replay))
     };
-    let mut tar_stream = HashRead::new(decoder);
+    let plain = compression == Compression::None;
+    let mut tar_stream = if plain {
+        HashRead::counting(decoder)
+    } else {
+        HashRead::new(decoder)
+    };
     let (entries, deleted, opaque) = {
         let mut tar = TarReader::new(&mut tar_stream, what);
         let kept = read_entries(&mut tar, select, budget)?;
@@ -282,9 +287,11 @@ pub fn read_layer<R: Read>(reader: R, select: &dyn Select, budget: &mut Budget) 
         io::copy(&mut tar.into_inner(), &mut io::sink()).map_err(|e| ImageError::from_io(what, e))?;
         kept
     };
-    let (diff_id, _) = tar_stream.finish();
+    let diff_id = tar_stream.digest();
     raw.drain(what)?;
     let (blob_digest, blob_size) = raw.finish();
+    // An uncompressed blob is its own tar: one digest serves both.
+    let diff_id = diff_id.unwrap_or_else(|| blob_digest.clone());
     Ok(Layer {
         entries,
         deleted,

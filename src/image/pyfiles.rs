@@ -5,8 +5,6 @@
 //! files or judge versions. Every function takes any text and never panics (fuzzed:
 //! `fuzz/fuzz_targets/metadata.rs`, `version_py.rs`).
 
-use std::str::FromStr;
-
 use serde::Serialize;
 
 /// What `torch/version.py` (also torchvision's and torchaudio's) assigns.
@@ -174,14 +172,9 @@ pub fn cuda_pins(meta: &Metadata) -> (Vec<Pin>, Vec<String>) {
     let mut pins = Vec::new();
     let mut unparsed = Vec::new();
     for line in &meta.requires_dist {
-        let parsed = if pep508_would_panic(line) {
-            None
-        } else {
-            pep508_rs::Requirement::<pep508_rs::VerbatimUrl>::from_str(line).ok()
-        };
-        let req = match parsed {
-            Some(r) => r,
-            None => {
+        let req = match crate::model::pep508::parse_requirement(line) {
+            Ok(r) => r,
+            Err(_) => {
                 // A quick look at the name, so a bad line about another package is not noise.
                 let name = normalize_name(
                     line.split([' ', ';', '=', '<', '>', '[', '(', '!', '~'])
@@ -220,43 +213,6 @@ pub fn cuda_pins(meta: &Metadata) -> (Vec<Pin>, Vec<String>) {
         });
     }
     (pins, unparsed)
-}
-
-/// The longest `Requires-Dist` value handed to the PEP 508 parser (torch's longest are
-/// about 150 characters).
-const MAX_REQUIREMENT: usize = 2048;
-
-/// Whether `pep508_rs` 0.9 would panic on `line` instead of returning an error: it
-/// `expect`s that a name or an extra it has read is valid, but reads one ending in `.`,
-/// `-` or `_` when another character follows (`nvidia-cudnn-)cu13`, `torch[cublas_]`).
-/// Found by fuzzing (`fuzz/fuzz_targets/metadata.rs`); such lines are reported unparsed.
-///
-/// It also slices its input by byte offsets that can fall inside a multi-byte character
-/// (a marker holding `é`): real requirement lines are ASCII, so anything else is refused
-/// here, as are lines longer than [`MAX_REQUIREMENT`].
-fn pep508_would_panic(line: &str) -> bool {
-    if !line.is_ascii() || line.len() > MAX_REQUIREMENT {
-        return true;
-    }
-    let is_name_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_');
-    let bad_end = |ident: &str| ident.ends_with(['.', '-', '_']);
-    let rest = line.trim_start();
-    let name_len = rest.find(|c: char| !is_name_char(c)).unwrap_or(rest.len());
-    if bad_end(&rest[..name_len]) {
-        return true;
-    }
-    let after = rest[name_len..].trim_start();
-    if let Some(extras) = after.strip_prefix('[') {
-        let inner = extras.split(']').next().unwrap_or(extras);
-        for extra in inner.split(',') {
-            let ident = extra.trim_start();
-            let len = ident.find(|c: char| !is_name_char(c)).unwrap_or(ident.len());
-            if bad_end(&ident[..len]) {
-                return true;
-            }
-        }
-    }
-    false
 }
 
 /// PEP 503 normalization: lowercase, runs of `-`, `_`, `.` become one `-`.
@@ -366,7 +322,7 @@ mod tests {
 
     #[test]
     fn lines_that_crash_pep508_rs_are_unparsed() {
-        // Found by `cargo fuzz run metadata`: pep508_rs 0.9.2 panics on these.
+        // Found by `cargo fuzz run metadata`: pep508_rs 0.9.2 panics on these (see model::pep508).
         for line in [
             "nvidia-cudnn-)cu13==9.19.0.56",
             "nvidia-cudnn-cu12[cublas_]==1",
@@ -374,7 +330,6 @@ mod tests {
             "nvidia-x._ ==1",
             "nvidia-nccl-cu12 ==2.20.5 ; platform_system == \"Linux\"\u{fffd} and platform_machine == \"x86_64\"",
         ] {
-            assert!(pep508_would_panic(line), "{line}");
             let meta = Metadata {
                 requires_dist: vec![line.to_string()],
                 ..Default::default()
@@ -383,8 +338,10 @@ mod tests {
             assert!(pins.is_empty());
             assert_eq!(unparsed, [line]);
         }
-        assert!(!pep508_would_panic(
-            "nvidia-cudnn-cu12[a,b] ==9 ; python_version > '3.8'"
-        ));
+        let meta = Metadata {
+            requires_dist: vec!["nvidia-cudnn-cu12[a,b] ==9 ; python_version > '3.8'".into()],
+            ..Default::default()
+        };
+        assert_eq!(cuda_pins(&meta).0.len(), 1);
     }
 }

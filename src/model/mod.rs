@@ -23,7 +23,9 @@ mod dotted;
 mod error;
 mod os;
 mod pep440;
+pub mod pep508;
 mod python;
+mod sourced;
 mod variant;
 
 #[cfg(test)]
@@ -39,4 +41,5 @@ pub use pep440::{
     public,
 };
 pub use python::{Manylinux, PythonTag};
+pub use sourced::Sourced;
 pub use variant::Variant;

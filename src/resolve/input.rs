@@ -26,10 +26,11 @@
 
 use std::str::FromStr;
 
-use pep508_rs::{MarkerEnvironment, MarkerEnvironmentBuilder, MarkerTree, Requirement, VersionOrUrl};
+use pep508_rs::{MarkerEnvironment, MarkerEnvironmentBuilder, MarkerTree, VersionOrUrl};
 use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
+use crate::model::pep508;
 use crate::model::{Operator, Variant, Version, VersionSpecifier, VersionSpecifiers, local_variant};
 
 /// Where a constraint came from, for messages: "requirements.txt:3",
@@ -490,12 +491,12 @@ fn read_direct_reference(requirement: &str, origin: &str, needs: &mut ProjectNee
     };
     let marker = match marker.map(str::trim).filter(|m| !m.is_empty()) {
         Some(text) => {
-            check_marker(text).map_err(|reason| format!("invalid marker `{text}`: {reason}"))?;
+            pep508::check_marker(text).map_err(|reason| format!("invalid marker `{text}`: {reason}"))?;
             let tree = MarkerTree::from_str(text).map_err(|e| {
                 format!(
                     "invalid marker `{text}` after `{}`: {}",
                     location.trim(),
-                    pep508_reason(&e)
+                    pep508::reason(&e)
                 )
             })?;
             (!tree.is_true()).then_some(tree)
@@ -599,142 +600,10 @@ fn percent_decode(text: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// The URL of a `name @ URL` requirement, as written. pep508_rs's own `VerbatimUrl`
-/// expands `${VAR}` from the process environment, which a pure parser must not read.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-struct DirectUrl(String);
-
-impl std::fmt::Display for DirectUrl {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-#[derive(Debug, thiserror::Error)]
-#[error("expected a URL with a scheme after `@` (`https://...`, `file:///...`), found `{0}`")]
-struct NotAUrl(String);
-
-impl pep508_rs::Pep508Url for DirectUrl {
-    type Err = NotAUrl;
-
-    fn parse_url(url: &str, _working_dir: Option<&std::path::Path>) -> Result<Self, NotAUrl> {
-        // As packaging does: a URL has a scheme; a bare path is not one.
-        let scheme_end = url.find(':').unwrap_or(0);
-        let scheme = &url[..scheme_end];
-        let valid = scheme.starts_with(|c: char| c.is_ascii_alphabetic())
-            && scheme
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
-        if valid {
-            Ok(DirectUrl(url.to_string()))
-        } else {
-            Err(NotAUrl(url.to_string()))
-        }
-    }
-}
-
-/// Rejects what pep508_rs 0.9.2 would panic on instead of reporting: a project or extra
-/// name that ends in `-`, `_` or `.` and is followed by more text (`torch- ==2`,
-/// `torch[cuda-]`).
-fn check_names(requirement: &str) -> Result<(), String> {
-    fn name_run(text: &str) -> &str {
-        let end = text
-            .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_')))
-            .unwrap_or(text.len());
-        &text[..end]
-    }
-    fn bad(run: &str) -> bool {
-        run.starts_with(|c: char| c.is_ascii_alphanumeric()) && run.ends_with(['.', '-', '_'])
-    }
-    let text = requirement.trim_start();
-    let name = name_run(text);
-    if bad(name) {
-        return Err(format!(
-            "the project name `{name}` must end with a letter or a digit"
-        ));
-    }
-    let Some(extras) = text[name.len()..].trim_start().strip_prefix('[') else {
-        return Ok(());
-    };
-    let extras = extras.split(']').next().unwrap_or(extras);
-    for extra in extras.split(',') {
-        let run = name_run(extra.trim_start());
-        if bad(run) {
-            return Err(format!(
-                "the extra name `{run}` must end with a letter or a digit"
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// The marker variables that hold strings, not versions, as pep508_rs spells them
-/// (including the deprecated dotted forms).
-const STRING_MARKERS: &[&str] = &[
-    "implementation_name",
-    "os_name",
-    "os.name",
-    "platform_machine",
-    "platform.machine",
-    "platform_python_implementation",
-    "platform.python_implementation",
-    "python_implementation",
-    "platform_release",
-    "platform_system",
-    "platform_version",
-    "platform.version",
-    "sys_platform",
-    "sys.platform",
-];
-
-/// Rejects `'linux' ~= sys_platform`, on which pep508_rs 0.9.2 panics while holding its
-/// global marker interner, poisoning it for every later marker in the process. pip cannot
-/// evaluate it either (`~=` is a version comparison).
-fn check_marker(text: &str) -> Result<(), String> {
-    let mut rest = text;
-    while let Some(open) = rest.find(['\'', '"']) {
-        let quote = if rest[open..].starts_with('"') { '"' } else { '\'' };
-        let inside = &rest[open + 1..];
-        let Some(close) = inside.find(quote) else {
-            // Unterminated: pep508 reports it.
-            return Ok(());
-        };
-        let literal = &inside[..close];
-        rest = &inside[close + 1..];
-        let Some(after_operator) = rest.trim_start().strip_prefix("~=") else {
-            continue;
-        };
-        // The variable as pep508 reads it: up to whitespace or an operator character.
-        let key_text = after_operator.trim_start();
-        let key_end = key_text
-            .find(|c: char| c.is_whitespace() || matches!(c, '>' | '=' | '<' | '!' | '~' | ')'))
-            .unwrap_or(key_text.len());
-        let key = &key_text[..key_end];
-        if STRING_MARKERS.contains(&key) {
-            return Err(format!(
-                "`{quote}{literal}{quote} ~= {key}` compares versions, but `{key}` is a string \
-                 (use `==`, `!=`, `in` or `not in`)"
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// Rejects the requirement texts pep508_rs 0.9.2 would panic on; every caller of pep508
-/// on text from outside (project files, wheel metadata) goes through this first.
-pub(crate) fn pep508_safe(requirement: &str) -> Result<(), String> {
-    check_names(requirement)?;
-    if let Some((_, marker)) = requirement.split_once(';') {
-        check_marker(marker)?;
-    }
-    Ok(())
-}
-
 /// Parses a PEP 508 requirement and records it if it is on a tracked project; the error
 /// is pep508's reason, on one line.
 fn read_pep508(requirement: &str, origin: &str, needs: &mut ProjectNeeds) -> Result<(), String> {
-    pep508_safe(requirement)?;
-    let parsed = Requirement::<DirectUrl>::from_str(requirement).map_err(|e| pep508_reason(&e))?;
+    let parsed = pep508::parse_requirement(requirement)?;
     let Some(pins) = needs.pins_of(parsed.name.as_ref()) else {
         return Ok(());
     };
@@ -747,7 +616,7 @@ fn read_pep508(requirement: &str, origin: &str, needs: &mut ProjectNeeds) -> Res
                 .find_map(|s| local_variant(s.version()));
             (specifiers.clone(), variant)
         }
-        Some(VersionOrUrl::Url(url)) => match pin_from_location(&url.0) {
+        Some(VersionOrUrl::Url(url)) => match pin_from_location(url.as_str()) {
             // The URL's file name may spell another project; the requirement's name wins.
             Some((_, specifiers, variant)) => (specifiers, variant),
             None => (VersionSpecifiers::empty(), None),
@@ -760,25 +629,6 @@ fn read_pep508(requirement: &str, origin: &str, needs: &mut ProjectNeeds) -> Res
         origin: origin.to_string(),
     });
     Ok(())
-}
-
-/// pep508's reason without its drawn underline (whose rendering can also assert on odd
-/// spans), with the column it points at.
-fn pep508_reason<T: pep508_rs::Pep508Url>(error: &pep508_rs::Pep508Error<T>) -> String {
-    let message = first_line(&error.message.to_string());
-    match error.input.get(..error.start) {
-        Some(before) => format!("{message} (at character {})", before.chars().count() + 1),
-        None => message,
-    }
-}
-
-fn first_line(text: &str) -> String {
-    text.lines()
-        .map(str::trim)
-        .find(|l| !l.is_empty())
-        .unwrap_or("")
-        .trim_end_matches(':')
-        .to_string()
 }
 
 // ---------------------------------------------------------------------------------------
@@ -892,7 +742,11 @@ fn a_or_an(type_name: &str) -> String {
 pub fn parse_pyproject(file: &str, text: &str) -> Result<ProjectNeeds, InputError> {
     let toml_error = |e: toml::de::Error| {
         let line = e.span().map(|span| Pyproject { file, text }.line_at(span.start));
-        InputError::new(file, line, format!("not valid TOML: {}", first_line(e.message())))
+        InputError::new(
+            file,
+            line,
+            format!("not valid TOML: {}", pep508::first_line(e.message())),
+        )
     };
     // `from_str` is the full TOML check (duplicate keys, redefined tables); the span-keeping
     // parse below is what lets later errors name their line.
@@ -909,7 +763,7 @@ pub fn parse_pyproject(file: &str, text: &str) -> Result<ProjectNeeds, InputErro
                 return Err(doc.wrong_type(key, "a string of PEP 440 version specifiers", value));
             };
             let specifiers = text.parse::<VersionSpecifiers>().map_err(|e| {
-                let reason = first_line(&e.to_string()).replace("Failed to parse version: ", "");
+                let reason = pep508::first_line(&e.to_string()).replace("Failed to parse version: ", "");
                 doc.error(
                     value,
                     format!("`{key}` is not a version specifier: `{text}`: {reason}"),

@@ -5,9 +5,7 @@
 //! x86_64 wheels, when it was uploaded, and, from the `nvidia-*` pins of the default
 //! wheel, which CUDA, cuDNN and NCCL PyPI's `pip install torch` brings.
 
-use std::str::FromStr;
-
-use pep508_rs::{Requirement, VersionOrUrl};
+use pep508_rs::VersionOrUrl;
 use serde::Deserialize;
 
 use crate::model::{
@@ -170,11 +168,8 @@ pub fn pins(meta: &CoreMetadata) -> Vec<Pin> {
         if line.contains("extra ==") {
             continue;
         }
-        // Metadata comes from a server: guard pep508_rs against the inputs it panics on.
-        if crate::resolve::input::pep508_safe(line).is_err() {
-            continue;
-        }
-        let Ok(req) = Requirement::<pep508_rs::VerbatimUrl>::from_str(line) else {
+        // Metadata comes from a server: the guarded parser, which never panics.
+        let Ok(req) = crate::model::pep508::parse_requirement(line) else {
             continue;
         };
         let Some(VersionOrUrl::VersionSpecifier(specs)) = &req.version_or_url else {

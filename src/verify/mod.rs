@@ -7,6 +7,8 @@
 //! it; will its torch run, through the resolver). Must not: parse layers itself (that is
 //! `image`), talk to Docker but through `docker`, or print.
 
+pub mod paths;
+
 use std::io::Read;
 use std::time::Duration;
 
@@ -52,14 +54,29 @@ pub struct Origin {
     /// Names the image carries (repo tags).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub names: Vec<String>,
+    /// How it was read: `paths` (a local image, chosen paths through a never-started
+    /// container) or `layers` (every layer streamed).
+    pub read: &'static str,
+    /// How many paths were asked for, when read by `paths`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paths_asked: Option<usize>,
+    /// Why a local image's layers were read after all, when they were.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub layers_because: Option<String>,
 }
 
 /// Reads an image from its source.
+///
+/// A local image is read by paths (see [`paths`]) unless `full`, or unless what those
+/// paths show calls for every layer; every other source is read layer by layer.
 pub fn read(
     reference: &ImageRef,
     given: &str,
     timeout: Duration,
+    full: bool,
 ) -> Result<(archive::Image, Origin), VerifyError> {
+    let mut paths_asked = None;
+    let mut layers_because = None;
     let mut opts = ReadOptions::default();
     let open = |path: &std::path::Path| {
         std::fs::File::open(path)
@@ -89,8 +106,17 @@ pub fn read(
             opts.name = image.clone();
             (archive::read_oci_dir(path, &opts)?, "oci")
         }
-        ImageRef::Daemon(name) => {
+        ImageRef::Daemon(name) => 'daemon: {
             let engine = docker::Bollard::connect(timeout)?;
+            if !full {
+                match paths::read(&engine, name)? {
+                    paths::Outcome::Read(image, asked) => {
+                        paths_asked = Some(asked);
+                        break 'daemon (*image, "daemon");
+                    }
+                    paths::Outcome::NeedsLayers(why) => layers_because = Some(why),
+                }
+            }
             let stream = engine.export(name)?;
             opts.name = Some(name.clone()).filter(|n| !n.starts_with("sha256:"));
             let mut image = match archive::read_archive(stream, &opts) {
@@ -133,6 +159,9 @@ pub fn read(
         reference: given.to_string(),
         digest: image.manifest_digest.as_ref().map(|d| d.as_str().to_string()),
         names: image.names.clone(),
+        read: if paths_asked.is_some() { "paths" } else { "layers" },
+        paths_asked,
+        layers_because,
     };
     Ok((image, origin))
 }

@@ -55,6 +55,7 @@ pub fn base_layer() -> Vec<u8> {
         E::File("usr/lib/os-release", UBUNTU_2204),
         E::Symlink("etc/os-release", "../usr/lib/os-release"),
         E::File("usr/bin/python3.10", b"\x7fELF"),
+        E::Symlink("usr/bin/python3", "python3.10"),
         E::File("usr/lib/python3.10/os.py", b"# os"),
         E::File("usr/lib/x86_64-linux-gnu/libc.so.6", b"\x7fELF"),
     ])
@@ -107,6 +108,10 @@ pub fn lying_pytorch_image(manifest_last: bool) -> Vec<u8> {
         (
             format!("{sp}/nvidia_nccl_cu12-2.20.5.dist-info/METADATA"),
             b"Name: nvidia-nccl-cu12\n".to_vec(),
+        ),
+        (
+            format!("{sp}/nvidia_cuda_runtime_cu12-12.4.127.dist-info/METADATA"),
+            b"Name: nvidia-cuda-runtime-cu12\n".to_vec(),
         ),
         (
             format!("{sp}/numpy-1.26.4.dist-info/METADATA"),

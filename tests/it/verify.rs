@@ -260,6 +260,184 @@ fn facts_of(doc: &Value) -> Value {
     f
 }
 
+/// A conda torch 2.1.0 deleted by the whiteouts of a later layer, and 2.4.1 installed by
+/// the one after (as `RUN pip uninstall` then `RUN pip install` leave it).
+fn uninstalled_then_installed() -> Vec<u8> {
+    let sp = "opt/conda/lib/python3.11/site-packages";
+    let old = layer(&[
+        E::File("opt/conda/bin/python3.11", b"\x7fELF"),
+        E::Symlink("opt/conda/bin/python3", "python3.11"),
+        E::File(
+            "opt/conda/conda-meta/python-3.11.9-hb806964_0_cpython.json",
+            b"{}",
+        ),
+        E::File("opt/conda/lib/python3.11/os.py", b"# os"),
+        E::Dir(sp),
+        E::File(
+            &format!("{sp}/torch/version.py"),
+            &version_py("2.1.0+cu118", Some("11.8")),
+        ),
+        E::File(
+            &format!("{sp}/torch-2.1.0+cu118.dist-info/METADATA"),
+            &torch_metadata("2.1.0+cu118", &[]),
+        ),
+    ]);
+    let uninstall = layer(&[
+        E::File(&format!("{sp}/.wh.torch"), b""),
+        E::File(&format!("{sp}/.wh.torch-2.1.0+cu118.dist-info"), b""),
+    ]);
+    let install = layer(&[
+        E::File(
+            &format!("{sp}/torch/version.py"),
+            &version_py("2.4.1+cu121", Some("12.1")),
+        ),
+        E::File(
+            &format!("{sp}/torch-2.4.1+cu121.dist-info/METADATA"),
+            &torch_metadata("2.4.1+cu121", &[]),
+        ),
+    ]);
+    let c = Config {
+        env: vec!["PATH=/opt/conda/bin:/usr/bin:/bin"],
+        ..Default::default()
+    };
+    docker_save_legacy(
+        "gpuenv-test/verify-reinstalled:1",
+        &c,
+        &[base_layer(), old, uninstall, install],
+        false,
+    )
+}
+
+/// torch pins nvidia-cudnn-cu12 9.1.0.70, and a later `pip install` put 9.5.0.50 there.
+fn shadowed_cudnn() -> Vec<u8> {
+    let sp = "usr/local/lib/python3.11/site-packages";
+    let py = layer(&[
+        E::File("usr/lib/os-release", UBUNTU_2204),
+        E::File("usr/local/bin/python3.11", b"\x7fELF"),
+        E::Symlink("usr/local/bin/python3", "python3.11"),
+        E::File("usr/local/lib/python3.11/os.py", b"# os"),
+        E::File(
+            &format!("{sp}/torch/version.py"),
+            &version_py("2.4.1+cu124", Some("12.4")),
+        ),
+        E::File(
+            &format!("{sp}/torch-2.4.1+cu124.dist-info/METADATA"),
+            &torch_metadata("2.4.1+cu124", &["nvidia-cudnn-cu12==9.1.0.70"]),
+        ),
+    ]);
+    let upgraded = layer(&[E::File(
+        &format!("{sp}/nvidia_cudnn_cu12-9.5.0.50.dist-info/METADATA"),
+        b"Name: nvidia-cudnn-cu12\n",
+    )]);
+    let c = Config {
+        env: vec!["PATH=/usr/local/bin:/usr/bin:/bin"],
+        ..Default::default()
+    };
+    docker_save_legacy(
+        "gpuenv-test/verify-shadowed:1",
+        &c,
+        &[base_layer(), py, upgraded],
+        true,
+    )
+}
+
+/// A local image is read by paths through a never-started container, not exported; what
+/// it finds is what reading every layer finds. Where the layout calls for the layers
+/// (torch without metadata, a pinned wheel at another version), they are read.
+///
+/// (The whiteout image is not loaded here: a layer whose `.wh.torch` is followed by a new
+/// `torch/` is valid OCI, but the daemon's fuse-overlayfs driver applies it as deleting
+/// the new files too, and fails to export it again.)
+#[test]
+fn local_images_read_by_paths_agree_with_every_layer() {
+    let _guard = daemon::lock();
+    let engine = daemon::engine();
+    let dir = tempfile::tempdir().unwrap();
+    let cases: [(&str, Vec<u8>, &str, Option<&str>); 5] = [
+        (
+            "pytorch/pytorch:2.8.0-cuda12.8-cudnn9-runtime",
+            lying_pytorch_image(false),
+            "paths",
+            None,
+        ),
+        (
+            "gpuenv-test/verify-cu130:1",
+            cu130_behind_cuda_12_8(),
+            "paths",
+            None,
+        ),
+        (
+            "gpuenv-test/verify-reinstalled:1",
+            uninstalled_then_installed(),
+            "paths",
+            None,
+        ),
+        (
+            "nvcr.io/nvidia/pytorch:25.01-py3",
+            ngc_image(),
+            "layers",
+            Some(
+                "has no metadata at /usr/local/lib/python3.12/dist-packages/torch-2.6.0a0+ecf3bae40a.nv25.1.dist-info",
+            ),
+        ),
+        (
+            "gpuenv-test/verify-shadowed:1",
+            shadowed_cudnn(),
+            "layers",
+            Some(
+                "torch pins nvidia-cudnn-cu12==9.1.0.70, but /usr/local/lib/python3.11/site-packages/nvidia_cudnn_cu12-9.1.0.70.dist-info is not there",
+            ),
+        ),
+    ];
+    let containers_before = engine_containers();
+    for (name, bytes, read, because) in cases {
+        let path = write(&dir, "image.tar", &bytes);
+        let (_, from_archive) = verify(&[&format!("docker-archive:{path}"), "--no-infer"]);
+        engine.load(bytes).unwrap();
+        let (_, by_paths) = verify(&[name, "--no-infer"]);
+        let (_, full) = verify(&[name, "--no-infer", "--full"]);
+        let _ = engine.remove(name, true);
+        assert_eq!(
+            by_paths["origin"]["read"], read,
+            "{name}: {:#}",
+            by_paths["origin"]
+        );
+
+        assert_eq!(
+            by_paths["origin"]["layers_because"]
+                .as_str()
+                .map(|b| b.contains(because.unwrap_or("-"))),
+            because.map(|_| true),
+            "{name}: {:#}",
+            by_paths["origin"]
+        );
+        if read == "paths" {
+            let asked = by_paths["origin"]["paths_asked"].as_u64().unwrap();
+            assert!((10..150).contains(&asked), "{name}: {asked} paths");
+        }
+        assert_eq!(facts_of(&from_archive), facts_of(&by_paths), "{name}");
+        assert_eq!(full["origin"]["read"], "layers");
+        assert_eq!(facts_of(&from_archive), facts_of(&full), "{name}");
+        assert_eq!(codes(&from_archive), codes(&by_paths), "{name}");
+        if name.contains("reinstalled") {
+            let torch = by_paths["facts"]["torch"].as_array().unwrap();
+            assert_eq!(torch.len(), 1, "{torch:#?}");
+            assert_eq!(torch[0]["version"]["value"], "2.4.1+cu121");
+        }
+    }
+    // The container each read made is gone.
+    assert_eq!(engine_containers(), containers_before);
+}
+
+/// How many containers the daemon has, stopped ones included.
+fn engine_containers() -> usize {
+    let out = std::process::Command::new("docker")
+        .args(["ps", "-aq", "--no-trunc"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).lines().count()
+}
+
 #[test]
 fn the_three_sources_agree() {
     let _guard = daemon::lock();
