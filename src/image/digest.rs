@@ -89,7 +89,7 @@ impl<R: Read> HashRead<R> {
     /// Wraps `inner`, counting without hashing, for a stream whose digest another
     /// `HashRead` over the same bytes already takes (an uncompressed layer's diff id is
     /// its blob digest): hashing dominates the cost of reading a large image, so it is
-    /// done once. [`HashRead::finish`] then gives `None`.
+    /// done once. [`HashRead::digest`] then gives `None`.
     pub fn counting(inner: R) -> Self {
         HashRead {
             inner,
@@ -110,7 +110,8 @@ impl<R: Read> HashRead<R> {
         self.count
     }
 
-    /// The digest of what was read, and how many bytes.
+    /// The digest of what was read, and how many bytes (for a counting reader, the digest
+    /// of nothing: ask [`HashRead::digest`] there).
     pub fn finish(self) -> (Digest, u64) {
         let count = self.count;
         (self.digest().unwrap_or_else(|| Digest::of(Sha256::new())), count)

@@ -38,6 +38,14 @@ pub fn verify(out: &mut dyn Write, v: &Verification, json_out: bool) -> io::Resu
             .map(|d| format!(", {d}"))
             .unwrap_or_default()
     )?;
+    match (&v.origin.paths_asked, &v.origin.layers_because) {
+        (Some(n), _) => writeln!(
+            out,
+            "read:       {n} paths through a container never started (--full reads every layer)"
+        )?,
+        (None, Some(why)) => writeln!(out, "read:       every layer, because {why}")?,
+        (None, None) => {}
+    }
     if let Some(os) = &f.os {
         writeln!(
             out,

@@ -277,7 +277,15 @@ fn require_floor(ix: &Index<'_>, expr: &str) -> Option<CudaVersion> {
             if let Some(v) = cond.strip_prefix("cuda>=") {
                 cuda = v.parse().ok();
             } else if let Some(v) = cond.strip_prefix("driver>=") {
-                driver = v.parse().ok().or_else(|| format!("{v}.0").parse().ok());
+                driver = v.parse().ok().or_else(|| {
+                    // `driver>=470` names a branch: its first release is the lowest driver
+                    // that meets it (470.0 would map to the CUDA of an older branch).
+                    let bare: DriverVersion = format!("{v}.0").parse().ok()?;
+                    match ix.branch_of(&bare) {
+                        Some((b, true)) => b.first_version.clone().or(Some(bare)),
+                        _ => Some(bare),
+                    }
+                });
             }
         }
         let alt_floor = cuda.or_else(|| driver.and_then(|d| ix.driver_cuda(&d)));
@@ -577,4 +585,25 @@ fn default_brand(g: &crate::db::Gpu) -> String {
         (Segment::Workstation, true) => "NVIDIA RTX",
         (Segment::Workstation, false) => "Quadro RTX",
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_requirements_floor_is_its_weakest_alternative() {
+        let db = Db::embedded().unwrap();
+        let ix = Index::new(db);
+        let floor = |e: &str| require_floor(&ix, e).map(|c| c.major_minor());
+        assert_eq!(floor("cuda>=12.4"), Some((12, 4)));
+        // `driver>=470` is the R470 branch, whose first release is CUDA 11.4's driver, not
+        // the 470.0 that would fall to CUDA 11.3.
+        assert_eq!(
+            floor("cuda>=12.4 brand=tesla,driver>=470,driver<471 brand=tesla,driver>=535,driver<536"),
+            Some((11, 4))
+        );
+        assert_eq!(floor("brand=tesla,driver>=535.104.05"), Some((12, 2)));
+        assert_eq!(floor("arch>=9.0"), None);
+    }
 }

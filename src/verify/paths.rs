@@ -253,7 +253,19 @@ fn prefixes(config: &ImageConfig) -> Vec<String> {
     let mut out: Vec<String> = ["/usr", "/usr/local", "/opt/conda"].map(String::from).to_vec();
     let mut add = |p: &str| {
         let p = p.trim_end_matches('/');
-        if p.starts_with('/') && p.len() > 1 && !out.iter().any(|o| o == p) && out.len() < MAX_PREFIXES {
+        // The environment is the image author's: a prefix that climbs (`..`), repeats
+        // itself (`.`, `//`) or runs on would be refused by the archive API and end the
+        // read, so it is not asked about at all.
+        let plain = p.len() <= 1024
+            && p.split('/')
+                .skip(1)
+                .all(|c| !c.is_empty() && c != "." && c != "..");
+        if p.starts_with('/')
+            && p.len() > 1
+            && plain
+            && !out.iter().any(|o| o == p)
+            && out.len() < MAX_PREFIXES
+        {
             out.push(p.to_string());
         }
     };
@@ -689,10 +701,11 @@ mod tests {
     fn prefixes_come_from_the_environment_too() {
         let config = ImageConfig {
             env: vec![
-                "PATH=/opt/venv/bin:/root/.pyenv/versions/3.11.9/bin:/usr/local/nvidia/bin:/usr/local/cuda/bin:/usr/bin:/bin"
+                "PATH=/opt/venv/bin:/root/.pyenv/versions/3.11.9/bin:/usr/local/nvidia/bin:/usr/local/cuda/bin:/srv/./x/bin:/usr/bin:/bin"
                     .into(),
                 "VIRTUAL_ENV=/opt/venv/".into(),
                 "CONDA_PREFIX=relative".into(),
+                "CONDA_DIR=/opt/../etc".into(),
             ],
             ..ImageConfig::default()
         };

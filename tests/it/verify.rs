@@ -396,6 +396,7 @@ fn local_images_read_by_paths_agree_with_every_layer() {
         engine.load(bytes).unwrap();
         let (_, by_paths) = verify(&[name, "--no-infer"]);
         let (_, full) = verify(&[name, "--no-infer", "--full"]);
+        let text = gpuenv(&["verify", name, "--no-infer"]);
         let _ = engine.remove(name, true);
         assert_eq!(
             by_paths["origin"]["read"], read,
@@ -414,6 +415,14 @@ fn local_images_read_by_paths_agree_with_every_layer() {
         if read == "paths" {
             let asked = by_paths["origin"]["paths_asked"].as_u64().unwrap();
             assert!((10..150).contains(&asked), "{name}: {asked} paths");
+            // The human report says how it was read.
+            assert!(
+                text.stdout.contains(&format!(
+                    "read:       {asked} paths through a container never started"
+                )),
+                "{}",
+                text.stdout
+            );
         }
         assert_eq!(facts_of(&from_archive), facts_of(&by_paths), "{name}");
         assert_eq!(full["origin"]["read"], "layers");
