@@ -7,22 +7,33 @@
 //! digest, and building the merged filesystem. Must not: extract to disk, talk to a
 //! daemon or a registry, or interpret files (that is `detect`).
 //!
-//! One streaming pass: an archive's member order is not guaranteed (manifest.json may come
-//! last), so each layer is streamed when it passes by, keeping only what the selector
-//! wants (see [`super::layer`]), keyed by its member path; small JSON members (manifests,
-//! configs, indexes) are kept whole up to [`MAX_CONFIG`] each. Once the end is reached
-//! the manifest says which layers, in which order, make the image, and they are applied.
-//! Memory is bounded by the [`Limits`] however large the archive; layers of other
-//! platforms in a multi-platform archive are read too (a single pass cannot skip them
-//! without knowing the index first) and count against the same bounds.
+//! A stream (the daemon's export, a pipe) in one pass: an archive's member order is not
+//! guaranteed (manifest.json may come last), so each layer is streamed when it passes by,
+//! keeping only what the selector wants (see [`super::layer`]), keyed by its member path;
+//! small JSON members (manifests, configs, indexes) are kept whole up to [`MAX_CONFIG`]
+//! each. Once the end is reached the manifest says which layers, in which order, make the
+//! image, and they are applied. Layers of other platforms in a multi-platform archive are
+//! read too (a single pass cannot skip them without knowing the index first).
 //!
-//! Digests verified: every `blobs/sha256/<hex>` member against its name (a mismatch is an
-//! error even for a blob no manifest uses), a legacy `<hex>.json` config against its name,
+//! A file is walked header by header first, seeking over the data, so the manifest is
+//! known before any layer is read; then only the chosen image's layers are read, where
+//! they lie, on one thread per core ([`read_archive_file`]). Blob sources (an OCI
+//! directory, a registry) are read layer by layer too, as many at once as the source
+//! allows ([`BlobSource::parallelism`]). Hashing every byte is what bounds the time of a
+//! plain archive, and hashing is per layer: threads are what bring it down.
+//!
+//! Memory is bounded by the [`Limits`] however large the archive, whichever the path: the
+//! [`Budget`] is shared by every layer and thread.
+//!
+//! Digests verified: every `blobs/sha256/<hex>` member read against its name (in one pass,
+//! a mismatch is an error even for a blob no manifest uses; a file's unused blobs are not
+//! read), a legacy `<hex>.json` config against its name,
 //! each descriptor's size, and each layer's uncompressed sha256 against the config's
 //! `rootfs.diff_ids` (which is how legacy `<id>/layer.tar` members, not named by digest,
 //! are checked).
 
 use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -138,9 +149,121 @@ impl Image {
 }
 
 /// Opens blobs by digest, for [`read_from_blobs`] (an OCI directory, a registry client).
-pub trait BlobSource {
+/// `Sync`: layers may be opened and read on several threads at once.
+pub trait BlobSource: Sync {
     /// A reader over the blob's bytes; the caller verifies the digest.
     fn open(&self, digest: &Digest) -> Result<Box<dyn Read + '_>, ImageError>;
+
+    /// How many layers to read at once (1: one after another).
+    fn parallelism(&self) -> usize {
+        1
+    }
+}
+
+/// How many threads read layers of a local file or directory: one per core, at most
+/// [`MAX_THREADS`].
+pub fn threads() -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, std::num::NonZeroUsize::get)
+        .min(MAX_THREADS)
+}
+
+/// The buffer between a layer member of an archive file and its reader: large enough
+/// that positioned reads cost few system calls.
+const READ_BUFFER: usize = 256 * 1024;
+
+/// A member of an archive file, read where it lies without moving the file's cursor, so
+/// that several threads read one file at once.
+struct At<'a> {
+    file: &'a File,
+    pos: u64,
+    end: u64,
+}
+
+impl Read for At<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let left = usize::try_from(self.end.saturating_sub(self.pos)).unwrap_or(usize::MAX);
+        let want = buf.len().min(left);
+        if want == 0 {
+            return Ok(0);
+        }
+        #[cfg(unix)]
+        let n = std::os::unix::fs::FileExt::read_at(self.file, &mut buf[..want], self.pos)?;
+        #[cfg(windows)]
+        let n = std::os::windows::fs::FileExt::seek_read(self.file, &mut buf[..want], self.pos)?;
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
+impl std::io::Seek for At<'_> {
+    fn seek(&mut self, to: std::io::SeekFrom) -> std::io::Result<u64> {
+        let pos = match to {
+            std::io::SeekFrom::Start(n) => Some(n),
+            std::io::SeekFrom::Current(d) => self.pos.checked_add_signed(d),
+            std::io::SeekFrom::End(d) => self.end.checked_add_signed(d),
+        };
+        // Past the end is allowed, as for a file: reads there find nothing.
+        self.pos = pos.ok_or_else(|| {
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, "a seek before the start")
+        })?;
+        Ok(self.pos)
+    }
+}
+
+/// Runs `f` over `items` on up to `threads` threads and returns the results in order.
+/// Items are started in order and none is started after a failure, so the error returned,
+/// that of the earliest failing item, is the one reading them one by one would meet.
+fn in_order<T: Sync, O: Send>(
+    items: &[T],
+    threads: usize,
+    f: impl Fn(&T) -> Result<O, ImageError> + Sync,
+) -> Result<Vec<O>, (usize, ImageError)> {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::{Mutex, PoisonError};
+    let threads = threads.min(items.len());
+    if threads <= 1 {
+        return items
+            .iter()
+            .enumerate()
+            .map(|(i, t)| f(t).map_err(|e| (i, e)))
+            .collect();
+    }
+    let next = AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
+    let slots: Vec<Mutex<Option<Result<O, ImageError>>>> = items.iter().map(|_| Mutex::new(None)).collect();
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                while !failed.load(Ordering::Acquire) {
+                    let i = next.fetch_add(1, Ordering::AcqRel);
+                    let Some(item) = items.get(i) else { break };
+                    let r = f(item);
+                    if r.is_err() {
+                        failed.store(true, Ordering::Release);
+                    }
+                    *slots[i].lock().unwrap_or_else(PoisonError::into_inner) = Some(r);
+                }
+            });
+        }
+    });
+    let mut out = Vec::with_capacity(items.len());
+    for (i, slot) in slots.into_iter().enumerate() {
+        match slot.into_inner().unwrap_or_else(PoisonError::into_inner) {
+            Some(Ok(o)) => out.push(o),
+            Some(Err(e)) => return Err((i, e)),
+            // Items are taken in order, so one never started follows a failed one whose
+            // error was returned above; were that ever not so, this is still an error,
+            // never a short list.
+            None => {
+                return Err((
+                    i,
+                    ImageError::Missing("the read stopped before this layer".into()),
+                ));
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Reads a `docker save` or OCI-layout tar in one streaming pass, keeping what
@@ -156,8 +279,59 @@ pub fn read_archive_with<R: Read>(
     select: &dyn Select,
 ) -> Result<Image, ImageError> {
     let mut budget = Budget::new(opts.limits);
+    let members = scan(
+        &mut TarReader::new(reader, "the archive"),
+        &mut budget,
+        select,
+        None,
+    )?;
+    members.resolve(opts, &mut budget, select, None)
+}
+
+/// Reads an archive that is a file: its members are indexed by walking the headers alone
+/// (seeking over the data), then only the layers the chosen image uses are read, each
+/// where it lies in the file and several at once (one per core, up to
+/// [`MAX_THREADS`]), so the time is the largest layer's or the whole image's divided
+/// among the cores, whichever is more. Layers of other platforms and blobs no manifest
+/// uses are not read at all, so not verified either.
+pub fn read_archive_file(file: &File, opts: &ReadOptions) -> Result<Image, ImageError> {
+    read_archive_file_with(file, opts, &detect::select)
+}
+
+/// [`read_archive_file`] with another selector.
+pub fn read_archive_file_with(
+    file: &File,
+    opts: &ReadOptions,
+    select: &dyn Select,
+) -> Result<Image, ImageError> {
+    let len = file
+        .metadata()
+        .map_err(|e| ImageError::from_io("the archive", e))?
+        .len();
+    let mut budget = Budget::new(opts.limits);
+    // From the file's start wherever its cursor is, and without moving the cursor.
+    let whole = At {
+        file,
+        pos: 0,
+        end: len,
+    };
+    let mut tar = TarReader::seekable(std::io::BufReader::new(whole), "the archive");
+    let members = scan(&mut tar, &mut budget, select, Some(len))?;
+    members.resolve(opts, &mut budget, select, Some(file))
+}
+
+/// The most threads that read layers at once.
+pub const MAX_THREADS: usize = 8;
+
+/// One walk over an archive's members. Layers are read as they pass by, unless the
+/// archive is a file of `file_len` bytes: then where each lies is noted, to be read later.
+fn scan<R: Read>(
+    tar: &mut TarReader<R>,
+    budget: &mut Budget,
+    select: &dyn Select,
+    file_len: Option<u64>,
+) -> Result<Members, ImageError> {
     let mut members = Members::default();
-    let mut tar = TarReader::new(reader, "the archive");
     while let Some(header) = tar.next_header()? {
         let Some(path) = normalize_path(&header.path)? else {
             continue;
@@ -184,6 +358,18 @@ pub fn read_archive_with<R: Read>(
         }
         let named = blob_digest_of(&path);
         let is_doc = is_doc_name(&path);
+        let at = tar.position();
+        if let Some(len) = file_len {
+            if at.saturating_add(header.size) > len {
+                return Err(ImageError::Truncated {
+                    what: "the archive".into(),
+                    detail: format!(
+                        "member `{path}` declares {} bytes from byte {at}, past the end of the file ({len} bytes)",
+                        header.size
+                    ),
+                });
+            }
+        }
         let mut data = tar.data();
         // Decide from the first bytes: JSON documents are kept whole, the rest streamed.
         let mut head = [0u8; 1];
@@ -222,7 +408,18 @@ pub fn read_archive_with<R: Read>(
         if named.is_none() && !looks_like_layer_name(&path) {
             continue;
         }
-        match layer::read_layer(replay, select, &mut budget) {
+        if file_len.is_some() {
+            drop(replay);
+            members.spans.insert(
+                path,
+                Span {
+                    offset: at,
+                    size: header.size,
+                },
+            );
+            continue;
+        }
+        match layer::read_layer(replay, select, budget) {
             Ok(l) => {
                 if let Some(d) = &named {
                     if &l.blob_digest != d {
@@ -250,7 +447,7 @@ pub fn read_archive_with<R: Read>(
             }
         }
     }
-    members.resolve(opts, &mut budget, select)
+    Ok(members)
 }
 
 /// The error of the outer stream, if reading the member failed because of it.
@@ -315,6 +512,13 @@ fn looks_like_layer_name(path: &str) -> bool {
         || path.ends_with(".tar.zst")
 }
 
+/// Where a member's data lies in an archive file.
+#[derive(Debug, Clone, Copy)]
+struct Span {
+    offset: u64,
+    size: u64,
+}
+
 /// What one pass over an archive collected.
 #[derive(Default)]
 struct Members {
@@ -322,6 +526,8 @@ struct Members {
     layers: HashMap<String, Layer>,
     failed: HashMap<String, ImageError>,
     aliases: HashMap<String, String>,
+    /// Layers not read in the pass (an archive file): where they lie.
+    spans: HashMap<String, Span>,
 }
 
 impl Members {
@@ -341,14 +547,16 @@ impl Members {
         opts: &ReadOptions,
         budget: &mut Budget,
         select: &dyn Select,
+        file: Option<&File>,
     ) -> Result<Image, ImageError> {
         if self.docs.contains_key("manifest.json") {
-            return self.resolve_docker(opts, budget, select);
+            return self.resolve_docker(opts, budget, select, file);
         }
         if let Some(index) = self.docs.get("index.json").cloned() {
             let mut store = MemberStore {
                 members: &mut self,
                 select,
+                file,
             };
             return resolve_oci(&mut store, &index, "index.json", opts, budget, Layout::Oci);
         }
@@ -356,6 +564,56 @@ impl Members {
             "the archive has neither manifest.json (`docker save`) nor index.json (OCI layout): not an image archive"
                 .into(),
         ))
+    }
+
+    /// The layers at `paths`, in order. Those of an archive file not read yet are read
+    /// now, each once, several at once. An error comes with the index of the layer.
+    fn take_layers(
+        &mut self,
+        paths: &[String],
+        budget: &mut Budget,
+        select: &dyn Select,
+        file: Option<&File>,
+    ) -> Result<Vec<Layer>, (usize, ImageError)> {
+        if let Some(file) = file {
+            let mut todo: Vec<(usize, String, Span)> = Vec::new();
+            for (i, path) in paths.iter().enumerate() {
+                let real = self.real(path);
+                if let Some(span) = self.spans.get(real) {
+                    if !todo.iter().any(|t| t.1 == real) {
+                        todo.push((i, real.to_string(), *span));
+                    }
+                }
+            }
+            let shared: &Budget = budget;
+            let read = in_order(&todo, threads(), |(_, real, span)| {
+                let member = At {
+                    file,
+                    pos: span.offset,
+                    end: span.offset + span.size,
+                };
+                let l = layer::read_layer(
+                    std::io::BufReader::with_capacity(READ_BUFFER, member),
+                    select,
+                    &mut shared.clone(),
+                )
+                .map_err(|e| e.within(format!("layer `{real}`")))?;
+                match blob_digest_of(real) {
+                    Some(d) if d != l.blob_digest => Err(mismatch(real, &d, &l.blob_digest)),
+                    _ => Ok(l),
+                }
+            })
+            .map_err(|(j, e)| (todo[j].0, e))?;
+            for ((_, real, _), l) in todo.into_iter().zip(read) {
+                self.spans.remove(&real);
+                self.layers.insert(real, l);
+            }
+        }
+        paths
+            .iter()
+            .enumerate()
+            .map(|(i, p)| self.take_layer(p, budget, select).map_err(|e| (i, e)))
+            .collect()
     }
 
     fn take_layer(
@@ -387,6 +645,7 @@ impl Members {
         opts: &ReadOptions,
         budget: &mut Budget,
         select: &dyn Select,
+        file: Option<&File>,
     ) -> Result<Image, ImageError> {
         let what = "manifest.json";
         let malformed = |detail: String| ImageError::Malformed {
@@ -463,13 +722,21 @@ impl Members {
         } else {
             Layout::DockerLegacy
         };
-        let mut layers = Vec::new();
-        for p in &layer_paths {
-            let p = normalize_path(p.as_bytes())?.unwrap_or_default();
-            let l = self.take_layer(&p, budget, select)?;
-            layers.push((p, l));
-        }
-        build(config, layers, None, tags_of(chosen), layout)
+        let layer_paths: Vec<String> = layer_paths
+            .iter()
+            .map(|p| Ok(normalize_path(p.as_bytes())?.unwrap_or_default()))
+            .collect::<Result<_, ImageError>>()?;
+        let names = tags_of(chosen);
+        let layers = self
+            .take_layers(&layer_paths, budget, select, file)
+            .map_err(|(_, e)| e)?;
+        build(
+            config,
+            layer_paths.into_iter().zip(layers).collect(),
+            None,
+            names,
+            layout,
+        )
     }
 }
 
@@ -541,13 +808,15 @@ fn build(
 trait Store {
     /// A small document, verified against its digest.
     fn doc(&mut self, digest: &Digest, what: &str) -> Result<Vec<u8>, ImageError>;
-    /// A layer, verified against its digest.
-    fn layer(&mut self, digest: &Digest, budget: &mut Budget) -> Result<Layer, ImageError>;
+    /// The layers, in order, each verified against its digest; an error comes with the
+    /// index of the layer.
+    fn layers(&mut self, wanted: &[Digest], budget: &mut Budget) -> Result<Vec<Layer>, (usize, ImageError)>;
 }
 
 struct MemberStore<'a> {
     members: &'a mut Members,
     select: &'a dyn Select,
+    file: Option<&'a File>,
 }
 
 impl Store for MemberStore<'_> {
@@ -562,9 +831,12 @@ impl Store for MemberStore<'_> {
             .ok_or_else(|| ImageError::Missing(format!("{what} `{digest}` is not in the archive")))
     }
 
-    fn layer(&mut self, digest: &Digest, budget: &mut Budget) -> Result<Layer, ImageError> {
-        self.members
-            .take_layer(&format!("blobs/sha256/{}", digest.hex()), budget, self.select)
+    fn layers(&mut self, wanted: &[Digest], budget: &mut Budget) -> Result<Vec<Layer>, (usize, ImageError)> {
+        let paths: Vec<String> = wanted
+            .iter()
+            .map(|d| format!("blobs/sha256/{}", d.hex()))
+            .collect();
+        self.members.take_layers(&paths, budget, self.select, self.file)
     }
 }
 
@@ -596,17 +868,20 @@ impl Store for SourceStore<'_> {
         Ok(bytes)
     }
 
-    fn layer(&mut self, digest: &Digest, budget: &mut Budget) -> Result<Layer, ImageError> {
-        let reader = self.source.open(digest)?;
-        let l = layer::read_layer(reader, self.select, budget)?;
-        if &l.blob_digest != digest {
-            return Err(mismatch(
-                &format!("layer {}", digest.short()),
-                digest,
-                &l.blob_digest,
-            ));
-        }
-        Ok(l)
+    fn layers(&mut self, wanted: &[Digest], budget: &mut Budget) -> Result<Vec<Layer>, (usize, ImageError)> {
+        let (source, select, shared): (&dyn BlobSource, &dyn Select, &Budget) =
+            (self.source, self.select, budget);
+        in_order(wanted, source.parallelism(), |digest| {
+            let l = layer::read_layer(source.open(digest)?, select, &mut shared.clone())?;
+            if &l.blob_digest != digest {
+                return Err(mismatch(
+                    &format!("layer {}", digest.short()),
+                    digest,
+                    &l.blob_digest,
+                ));
+            }
+            Ok(l)
+        })
     }
 }
 
@@ -833,18 +1108,20 @@ fn resolve_oci(
         .enumerate()
         .map(|(i, d)| descriptor(d, &format!("{what} layers[{i}]")))
         .collect::<Result<_, _>>()?;
+    if let Some((i, d)) = layer_descs.iter().enumerate().find(|(_, d)| d.urls) {
+        return Err(ImageError::Unsupported(format!(
+            "layer {} ({}) is a foreign layer fetched from elsewhere; it is not in the image",
+            i + 1,
+            d.digest
+        )));
+    }
+    let digests: Vec<Digest> = layer_descs.iter().map(|d| d.digest.clone()).collect();
+    let read = store.layers(&digests, budget).map_err(|(i, e)| {
+        let short = digests.get(i).map(Digest::short).unwrap_or_default();
+        e.within(format!("layer {} ({short})", i + 1))
+    })?;
     let mut layers = Vec::new();
-    for (i, d) in layer_descs.iter().enumerate() {
-        if d.urls {
-            return Err(ImageError::Unsupported(format!(
-                "layer {} ({}) is a foreign layer fetched from elsewhere; it is not in the image",
-                i + 1,
-                d.digest
-            )));
-        }
-        let l = store
-            .layer(&d.digest, budget)
-            .map_err(|e| e.within(format!("layer {} ({})", i + 1, d.digest.short())))?;
+    for (d, l) in layer_descs.iter().zip(read) {
         check_size(d, l.blob_size, "layer")?;
         layers.push((d.digest.to_string(), l));
     }
@@ -882,6 +1159,10 @@ pub struct OciDir {
 }
 
 impl BlobSource for OciDir {
+    fn parallelism(&self) -> usize {
+        threads()
+    }
+
     fn open(&self, digest: &Digest) -> Result<Box<dyn Read + '_>, ImageError> {
         // The digest was validated as 64 hex digits: it cannot climb out of the directory.
         let path = self.root.join("blobs").join("sha256").join(digest.hex());
@@ -932,4 +1213,62 @@ pub fn read_oci_dir(dir: &Path, opts: &ReadOptions) -> Result<Image, ImageError>
         select: &detect::select,
     };
     resolve_oci(&mut store, &bytes, "index.json", opts, &mut budget, Layout::Oci)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn work_shared_among_threads_comes_back_in_order() {
+        let items: Vec<usize> = (0..200).collect();
+        let out = in_order(&items, 4, |&i| Ok(i * 2)).unwrap();
+        assert_eq!(out, items.iter().map(|i| i * 2).collect::<Vec<_>>());
+        assert!(in_order(&[] as &[usize], 4, |&i| Ok(i)).unwrap().is_empty());
+    }
+
+    #[test]
+    fn the_earliest_failure_is_the_one_returned_and_stops_the_rest() {
+        let items: Vec<usize> = (0..1000).collect();
+        let started = AtomicUsize::new(0);
+        let e = in_order(&items, 4, |&i| {
+            started.fetch_add(1, Ordering::Relaxed);
+            // A later item fails first in time; the earlier one is still the answer.
+            if i == 30 {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                return Err(ImageError::Missing(format!("item {i}")));
+            }
+            if i == 31 {
+                return Err(ImageError::Missing(format!("item {i}")));
+            }
+            Ok(i)
+        })
+        .unwrap_err();
+        assert_eq!(e.0, 30);
+        assert_eq!(e.1.to_string(), ImageError::Missing("item 30".into()).to_string());
+        // Nothing is started once a failure is known: at most one item per other thread
+        // was already under way.
+        assert!(started.load(Ordering::Relaxed) < 40, "{started:?}");
+    }
+
+    #[test]
+    fn an_archive_member_is_read_where_it_lies() {
+        let mut file = tempfile::tempfile().unwrap();
+        std::io::Write::write_all(&mut file, b"0123456789").unwrap();
+        let mut at = At {
+            file: &file,
+            pos: 3,
+            end: 7,
+        };
+        let mut got = String::new();
+        at.read_to_string(&mut got).unwrap();
+        assert_eq!(got, "3456");
+        use std::io::Seek;
+        assert_eq!(at.seek(std::io::SeekFrom::Current(-2)).unwrap(), 5);
+        assert!(at.seek(std::io::SeekFrom::Current(-6)).is_err());
+        // Past the end: nothing to read, not an error.
+        at.seek(std::io::SeekFrom::Start(100)).unwrap();
+        assert_eq!(at.read(&mut [0u8; 4]).unwrap(), 0);
+    }
 }

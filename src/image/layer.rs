@@ -26,6 +26,7 @@
 use std::collections::HashMap;
 use std::io::{self, BufReader, Read};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::Serialize;
 
@@ -64,12 +65,20 @@ impl Default for Limits {
 }
 
 /// What has been spent of the [`Limits`] so far; shared by all layers of an image.
+///
+/// A clone shares what is spent with its original, so layers read on several threads at
+/// once draw on one budget and the bounds hold for the image as a whole.
 #[derive(Debug, Clone, Default)]
 pub struct Budget {
     /// The limits.
     pub limits: Limits,
-    captured: u64,
-    recorded: u64,
+    spent: Arc<Spent>,
+}
+
+#[derive(Debug, Default)]
+struct Spent {
+    captured: AtomicU64,
+    recorded: AtomicU64,
 }
 
 impl Budget {
@@ -77,14 +86,13 @@ impl Budget {
     pub fn new(limits: Limits) -> Self {
         Budget {
             limits,
-            captured: 0,
-            recorded: 0,
+            spent: Arc::default(),
         }
     }
 
     fn record(&mut self) -> Result<(), ImageError> {
-        self.recorded += 1;
-        if self.recorded > self.limits.max_recorded {
+        let recorded = self.spent.recorded.fetch_add(1, Ordering::Relaxed) + 1;
+        if recorded > self.limits.max_recorded {
             return Err(ImageError::Budget {
                 what: "entries recorded",
                 limit: self.limits.max_recorded,
@@ -94,8 +102,12 @@ impl Budget {
     }
 
     pub(crate) fn capture(&mut self, bytes: u64) -> Result<(), ImageError> {
-        self.captured += bytes;
-        if self.captured > self.limits.max_capture_total {
+        let captured = self
+            .spent
+            .captured
+            .fetch_add(bytes, Ordering::Relaxed)
+            .saturating_add(bytes);
+        if captured > self.limits.max_capture_total {
             return Err(ImageError::Budget {
                 what: "bytes of file contents captured",
                 limit: self.limits.max_capture_total,
@@ -118,13 +130,14 @@ pub enum Interest {
     ScanCompatNote,
 }
 
-/// Decides what to keep of each entry, from its normalized path and kind.
-pub trait Select {
+/// Decides what to keep of each entry, from its normalized path and kind. `Sync`: the
+/// layers of an image may be read on several threads at once.
+pub trait Select: Sync {
     /// What to keep of the entry at `path` (normalized: no leading `/`, no `.` or `..`).
     fn select(&self, path: &str, kind: Kind) -> Interest;
 }
 
-impl<F: Fn(&str, Kind) -> Interest> Select for F {
+impl<F: Fn(&str, Kind) -> Interest + Sync> Select for F {
     fn select(&self, path: &str, kind: Kind) -> Interest {
         self(path, kind)
     }

@@ -4,7 +4,8 @@
 //! - [`reference`](mod@reference): the references users type (`docker://...`, `docker-archive:PATH`,
 //!   `oci:DIR`, a bare name for the daemon).
 //! - [`archive`]: `docker save` and OCI-layout archives (tar or directory) and any
-//!   [`archive::BlobSource`], in one streaming pass, every digest verified.
+//!   [`archive::BlobSource`], every digest verified: a stream in one pass, an archive
+//!   file or a blob source layer by layer, several layers at once.
 //! - [`layer`]: one layer blob (plain, gzip or zstd tar) entry by entry, with whiteouts,
 //!   keeping only what a selector asks for; [`tar`] is the bounded tar reader under it.
 //! - [`fs`]: the layers merged in order, queried by path and pattern.

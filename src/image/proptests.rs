@@ -60,7 +60,12 @@ proptest! {
 
     #[test]
     fn archive_reader_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..4096)) {
-        let _ = archive::read_archive(&bytes[..], &archive::ReadOptions::default());
+        let streamed = archive::read_archive(&bytes[..], &archive::ReadOptions::default());
+        // The same bytes as a file, read by its index: same outcome, never a panic.
+        let mut file = tempfile::tempfile().expect("a temporary file");
+        std::io::Write::write_all(&mut file, &bytes).expect("a temporary file");
+        let filed = archive::read_archive_file(&file, &archive::ReadOptions::default());
+        prop_assert_eq!(streamed.is_ok(), filed.is_ok());
     }
 
     #[test]

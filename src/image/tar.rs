@@ -1,8 +1,10 @@
 //! A streaming tar reader with bounds, for layers and for `docker save` archives.
 //!
 //! Owns: walking a tar stream header by header (ustar, GNU and PAX), exposing each entry's
-//! data as a bounded reader and skipping what the caller does not read. Must not: allocate
-//! in proportion to anything the stream declares, seek, or touch the filesystem.
+//! data as a bounded reader and skipping what the caller does not read (by seeking, when
+//! the caller hands it a seekable reader: an archive file's members are then passed over
+//! without being read). Must not: allocate in proportion to anything the stream declares,
+//! or touch the filesystem.
 //!
 //! Why not the `tar` crate: it reads GNU long names and PAX extension headers into memory
 //! whatever size they declare, so a hostile layer could ask for gigabytes before the
@@ -70,6 +72,28 @@ pub struct TarReader<R> {
     offset: u64,
     done: bool,
     what: String,
+    /// How to pass over data nobody reads without reading it, where the reader can.
+    seek: Option<fn(&mut R, u64) -> io::Result<()>>,
+}
+
+/// Moves a seekable reader `n` bytes on.
+fn seek_on<R: io::Seek>(r: &mut R, n: u64) -> io::Result<()> {
+    let n =
+        i64::try_from(n).map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "a skip past 2^63 bytes"))?;
+    r.seek(io::SeekFrom::Current(n)).map(drop)
+}
+
+impl<R: Read + io::Seek> TarReader<R> {
+    /// [`TarReader::new`] over a seekable reader: data the caller does not read is passed
+    /// over by seeking. A seek past the end is not an error by itself (the next header
+    /// then finds the end of the stream), so the caller checks that each entry's data,
+    /// from [`TarReader::position`], lies within the file.
+    pub fn seekable(inner: R, what: impl Into<String>) -> Self {
+        TarReader {
+            seek: Some(seek_on::<R>),
+            ..TarReader::new(inner, what)
+        }
+    }
 }
 
 impl<R: Read> TarReader<R> {
@@ -82,7 +106,14 @@ impl<R: Read> TarReader<R> {
             offset: 0,
             done: false,
             what: what.into(),
+            seek: None,
         }
+    }
+
+    /// The offset in the stream of what comes next: the start of an entry's data right
+    /// after [`TarReader::next_header`] returned it.
+    pub fn position(&self) -> u64 {
+        self.offset
     }
 
     /// The reader underneath, for draining what follows the archive.
@@ -273,6 +304,13 @@ impl<R: Read> TarReader<R> {
     fn skip_rest(&mut self) -> Result<(), ImageError> {
         let n = self.remaining + self.padding;
         if n == 0 {
+            return Ok(());
+        }
+        if let Some(seek) = self.seek {
+            seek(&mut self.inner, n).map_err(|e| ImageError::from_io(&self.what, e))?;
+            self.offset = self.offset.saturating_add(n);
+            self.remaining = 0;
+            self.padding = 0;
             return Ok(());
         }
         let copied = io::copy(&mut (&mut self.inner).take(n), &mut io::sink())

@@ -78,29 +78,34 @@ pub fn read(
     let mut paths_asked = None;
     let mut layers_because = None;
     let mut opts = ReadOptions::default();
-    let open = |path: &std::path::Path| {
-        std::fs::File::open(path)
-            .map(std::io::BufReader::new)
-            .map_err(|e| {
-                VerifyError::Input(format!(
-                    "cannot read `{}`: {}",
-                    path.display(),
-                    if e.kind() == std::io::ErrorKind::NotFound {
-                        "no such file".to_string()
-                    } else {
-                        e.to_string()
-                    }
-                ))
-            })
+    // A regular file is read where its layers lie, several at once; a pipe or a device
+    // (`docker-archive:/dev/stdin`) in one pass.
+    let read_file = |path: &std::path::Path, opts: &ReadOptions| -> Result<archive::Image, VerifyError> {
+        let file = std::fs::File::open(path).map_err(|e| {
+            VerifyError::Input(format!(
+                "cannot read `{}`: {}",
+                path.display(),
+                if e.kind() == std::io::ErrorKind::NotFound {
+                    "no such file".to_string()
+                } else {
+                    e.to_string()
+                }
+            ))
+        })?;
+        Ok(if file.metadata().is_ok_and(|m| m.is_file()) {
+            archive::read_archive_file(&file, opts)?
+        } else {
+            archive::read_archive(std::io::BufReader::new(file), opts)?
+        })
     };
     let (image, transport) = match reference {
         ImageRef::DockerArchive { path, image } => {
             opts.name = image.clone();
-            (archive::read_archive(open(path)?, &opts)?, "docker-archive")
+            (read_file(path, &opts)?, "docker-archive")
         }
         ImageRef::OciArchive { path, image } => {
             opts.name = image.clone();
-            (archive::read_archive(open(path)?, &opts)?, "oci-archive")
+            (read_file(path, &opts)?, "oci-archive")
         }
         ImageRef::OciDir { path, image } => {
             opts.name = image.clone();
@@ -173,6 +178,12 @@ struct RegistryBlobs<'a> {
 }
 
 impl archive::BlobSource for RegistryBlobs<'_> {
+    /// Docker's own default (`max-concurrent-downloads`): a registry is not hit harder
+    /// than `docker pull` hits it.
+    fn parallelism(&self) -> usize {
+        3
+    }
+
     fn open(&self, digest: &crate::image::digest::Digest) -> Result<Box<dyn Read + '_>, ImageError> {
         let desc = crate::registry::Descriptor {
             media_type: String::new(),

@@ -1,7 +1,7 @@
 //! The image readers over images built in the tests (see `image_build`): what detection
 //! finds in realistic layouts, and the errors hostile archives get.
 
-use gpuenv::image::archive::{Platform, ReadOptions, read_archive, read_oci_dir};
+use gpuenv::image::archive::{Platform, ReadOptions, read_archive, read_archive_file, read_oci_dir};
 use gpuenv::image::detect::LibOrigin;
 use gpuenv::image::layer::Limits;
 use gpuenv::image::require::{GpuTarget, HostTarget, evaluate};
@@ -38,12 +38,53 @@ pub fn torch_metadata(version: &str, pins: &[&str]) -> Vec<u8> {
     s.into_bytes()
 }
 
+/// Reads `bytes` both ways an archive is read: streamed in one pass, and as a file whose
+/// layers are read where they lie, several at once. Both must give the same image, or fail
+/// for the same reason; the streamed result is returned.
+fn both(bytes: &[u8], opts: &ReadOptions) -> Result<gpuenv::image::Image, ImageError> {
+    let streamed = read_archive(bytes, opts);
+    let mut file = tempfile::tempfile().unwrap();
+    std::io::Write::write_all(&mut file, bytes).unwrap();
+    let filed = read_archive_file(&file, opts);
+    match (&streamed, &filed) {
+        (Ok(a), Ok(b)) => {
+            let json =
+                |i: &gpuenv::image::Image| serde_json::to_string(&(i.facts(), &i.layers, &i.names)).unwrap();
+            assert_eq!(json(a), json(b));
+            assert_eq!(a.layout, b.layout);
+        }
+        (Err(a), Err(b)) => assert_eq!(
+            std::mem::discriminant(a.root()),
+            std::mem::discriminant(b.root()),
+            "streamed: {a}\nas a file: {b}"
+        ),
+        _ => panic!(
+            "streamed: {:?}\nas a file: {:?}",
+            streamed.as_ref().map(|_| ()),
+            filed.as_ref().map(|_| ())
+        ),
+    }
+    streamed
+}
+
+/// Options that pick a Linux platform from an index.
+fn for_platform(architecture: &str, variant: Option<&str>) -> ReadOptions {
+    ReadOptions {
+        platform: Platform {
+            os: "linux".into(),
+            architecture: architecture.into(),
+            variant: variant.map(str::to_string),
+        },
+        ..Default::default()
+    }
+}
+
 fn read(bytes: &[u8]) -> gpuenv::image::Image {
-    read_archive(bytes, &ReadOptions::default()).unwrap_or_else(|e| panic!("{e}"))
+    both(bytes, &ReadOptions::default()).unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn read_err(bytes: &[u8]) -> ImageError {
-    match read_archive(bytes, &ReadOptions::default()) {
+    match both(bytes, &ReadOptions::default()) {
         Ok(_) => panic!("expected an error"),
         Err(e) => e,
     }
@@ -571,30 +612,74 @@ fn platforms_are_picked_from_an_index() {
     let img = read(&bytes);
     assert_eq!(img.facts().os.unwrap().version_id, "22.04");
     assert_eq!(img.config.architecture.as_deref(), Some("amd64"));
-    let opts = ReadOptions {
-        platform: Platform {
-            os: "linux".into(),
-            architecture: "arm64".into(),
-            variant: Some("v8".into()),
-        },
-        ..Default::default()
-    };
-    let img = read_archive(&bytes[..], &opts).unwrap();
+    let opts = for_platform("arm64", Some("v8"));
+    let img = both(&bytes, &opts).unwrap();
     assert_eq!(img.facts().os.unwrap().version_id, "24.04");
-    let opts = ReadOptions {
-        platform: Platform {
-            os: "linux".into(),
-            architecture: "s390x".into(),
-            variant: None,
-        },
-        ..Default::default()
-    };
-    let e = read_archive(&bytes[..], &opts).unwrap_err();
+    let opts = for_platform("s390x", None);
+    let e = both(&bytes, &opts).unwrap_err();
     assert!(
         e.to_string()
             .contains("no image for linux/s390x; it has: linux/arm64, linux/amd64"),
         "{e}"
     );
+}
+
+#[test]
+fn an_archive_file_reads_only_the_chosen_images_layers() {
+    let amd = layer(&[E::File("etc/os-release", UBUNTU_2204)]);
+    let arm = layer(&[E::File("etc/os-release", UBUNTU_2404)]);
+    let image = |arch, l: &Vec<u8>| {
+        oci_image(
+            &Config {
+                architecture: Some(arch),
+                ..Default::default()
+            },
+            std::slice::from_ref(l),
+            &[gzip(l)],
+        )
+    };
+    let (a, mut b) = (image("amd64", &amd), image("arm64", &arm));
+    // The arm64 layer is replaced where it lies: a good layer, but its bytes no longer
+    // hash to its name.
+    let arm_layer = format!(
+        "blobs/sha256/{}",
+        gpuenv::image::digest::sha256(&gzip(&arm)).hex()
+    );
+    for (path, data) in &mut b.members {
+        if *path == arm_layer {
+            *data = gzip(&layer(&[E::File("etc/os-release", b"ID=tampered\n")]));
+        }
+    }
+    let descs = vec![
+        manifest_descriptor(&a.manifest, Some(("linux", "amd64")), None),
+        manifest_descriptor(&b.manifest, Some(("linux", "arm64")), None),
+    ];
+    let bytes = oci_archive(&[a, b], descs, false);
+    let mut file = tempfile::tempfile().unwrap();
+    std::io::Write::write_all(&mut file, &bytes).unwrap();
+    // One pass reads every blob as it passes, so it meets the damage; the file is read by
+    // its index, and the damaged layer is not amd64's.
+    let e = read_archive(&bytes[..], &ReadOptions::default()).unwrap_err();
+    assert!(matches!(e.root(), ImageError::DigestMismatch { .. }), "{e}");
+    let img = read_archive_file(&file, &ReadOptions::default()).unwrap();
+    assert_eq!(img.facts().os.unwrap().version_id, "22.04");
+    // For arm64 the file read meets it too.
+    let opts = for_platform("arm64", None);
+    let e = read_archive_file(&file, &opts).unwrap_err();
+    assert!(matches!(e.root(), ImageError::DigestMismatch { .. }), "{e}");
+    assert!(e.to_string().starts_with("layer 1 ("), "{e}");
+}
+
+#[test]
+fn an_archive_file_cut_short_is_refused() {
+    let whole = lying_pytorch_image(false);
+    // Cut inside the last member's data: its header declares bytes the file does not have.
+    let mut file = tempfile::tempfile().unwrap();
+    std::io::Write::write_all(&mut file, &whole[..whole.len() - 3000]).unwrap();
+    let e = read_archive_file(&file, &ReadOptions::default()).unwrap_err();
+    assert!(matches!(e.root(), ImageError::Truncated { .. }), "{e}");
+    assert!(e.to_string().contains("past the end of the file"), "{e}");
+    assert!(e.is_bad_input());
 }
 
 #[test]
@@ -712,8 +797,34 @@ fn absurd_sizes_are_refused() {
         },
         ..Default::default()
     };
-    let e = read_archive(&one_layer_archive(l.clone(), l)[..], &opts).unwrap_err();
+    let e = both(&one_layer_archive(l.clone(), l)[..], &opts).unwrap_err();
     assert!(matches!(e.root(), ImageError::Budget { .. }), "{e}");
+    // The bound is the whole image's, though layers of a file are read on several threads:
+    // three layers of 5 entries each break a bound of 12 that no one of them breaks.
+    let layers: Vec<Vec<u8>> = (0..3)
+        .map(|l| {
+            let names: Vec<String> = (0..5).map(|i| format!("usr/lib/{l}/libnccl.so.2.{i}")).collect();
+            layer(&names.iter().map(|n| E::File(n, b"")).collect::<Vec<_>>())
+        })
+        .collect();
+    let opts = ReadOptions {
+        limits: Limits {
+            max_recorded: 12,
+            ..Limits::default()
+        },
+        ..Default::default()
+    };
+    let bytes = docker_save_oci("x:1", &Config::default(), &layers);
+    let e = both(&bytes, &opts).unwrap_err();
+    assert!(matches!(e.root(), ImageError::Budget { .. }), "{e}");
+    let opts = ReadOptions {
+        limits: Limits {
+            max_recorded: 15,
+            ..Limits::default()
+        },
+        ..Default::default()
+    };
+    assert!(both(&bytes, &opts).is_ok());
 }
 
 #[test]
@@ -803,7 +914,7 @@ fn digest_mismatches_are_refused() {
     ]);
     let e = read_err(&bytes);
     assert!(e.to_string().contains("uncompressed"), "{e}");
-    assert!(read_archive(&good[..], &ReadOptions::default()).is_ok());
+    assert!(both(&good, &ReadOptions::default()).is_ok());
     // A legacy config whose name is not its digest.
     let config = config_json(&Config::default(), std::slice::from_ref(&l));
     let wrong = format!("{}.json", "0".repeat(64));
