@@ -29,6 +29,7 @@ pub mod host;
 pub mod image;
 pub mod judge;
 pub mod model;
+pub mod process;
 pub mod registry;
 pub mod report;
 pub mod resolve;

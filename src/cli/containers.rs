@@ -83,8 +83,9 @@ pub(super) struct PullArgs {
 struct Plan {
     dockerfile: Dockerfile,
     stack: Stack,
-    /// `(path in the context, path on disk)` of each requirements file.
-    requirements: Vec<(String, PathBuf)>,
+    /// `(path in the context, path on disk)` of each project file the Dockerfile copies:
+    /// the requirements files, and pyproject.toml.
+    files: Vec<(String, PathBuf)>,
 }
 
 /// The best stack that runs, or why none does.
@@ -140,6 +141,10 @@ fn plan(
     for f in project.requirement_files()? {
         requirements.push((context_path(&f, base, what)?, f));
     }
+    let pyproject = match project.pyproject_file()? {
+        Some(f) => Some((context_path(&f, base, what)?, f)),
+        None => None,
+    };
     let dockerfile = dockerfile::generate(&Request {
         stack: &chosen,
         release,
@@ -148,12 +153,13 @@ fn plan(
         extensions: q.extensions,
         gpus: q.gpus.iter().map(|g| g.gpu.compute_capability).collect(),
         requirements: requirements.iter().map(|(r, _)| r.clone()).collect(),
+        pyproject: pyproject.as_ref().map(|(r, _)| r.clone()),
         generator: format!("gpuenv {}", env!("CARGO_PKG_VERSION")),
     })?;
     Ok(Plan {
         dockerfile,
         stack: chosen,
-        requirements,
+        files: requirements.into_iter().chain(pyproject).collect(),
     })
 }
 
@@ -234,30 +240,31 @@ pub(super) fn build(db: &Option<PathBuf>, args: &BuildArgs, out: &mut dyn Write)
             args.tag
         )));
     }
-    let (base, what) = match (&args.context, &args.project.requirements) {
-        (Some(dir), _) => (dir.clone(), "--context"),
-        (None, Some(req)) => (
-            req.parent()
-                .filter(|p| !p.as_os_str().is_empty())
-                .unwrap_or(Path::new("."))
-                .to_path_buf(),
-            "the folder of --requirements",
-        ),
-        (None, None) => (PathBuf::from("."), "the current folder"),
+    let folder_of = |file: &Path| {
+        file.parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."))
+            .to_path_buf()
+    };
+    let (base, what) = match (&args.context, &args.project.requirements, &args.project.pyproject) {
+        (Some(dir), _, _) => (dir.clone(), "--context"),
+        (None, Some(req), _) => (folder_of(req), "the folder of --requirements"),
+        (None, None, Some(pyproject)) => (folder_of(pyproject), "the folder of --pyproject"),
+        (None, None, None) => (PathBuf::from("."), "the current folder"),
     };
     let plan = plan(db, &args.stack, &args.project, &base, what)?;
     let mut ctx = Context::new();
     match &args.context {
         Some(dir) => ctx.add_dir(dir)?,
         None => {
-            for (rel, path) in &plan.requirements {
+            for (rel, path) in &plan.files {
                 let data = fs_err::read(path)
                     .map_err(|e| CliError::Usage(format!("cannot read `{}`: {e}", path.display())))?;
                 ctx.add_file(rel, data, 0o644)?;
             }
         }
     }
-    for (rel, _) in &plan.requirements {
+    for (rel, _) in &plan.files {
         if !ctx.contains(rel) {
             return Err(CliError::Usage(format!(
                 "`{rel}` is not in the build context (folders named `.git` or `target` are left out)"

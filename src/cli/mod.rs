@@ -115,6 +115,7 @@ impl CliError {
             CliError::NoStack(_) => Exit::Findings,
             CliError::Dockerfile(_) => Exit::BadInput,
             CliError::Reference(_) => Exit::BadInput,
+            CliError::Auth(e) if e.is_environment() => Exit::Environment,
             CliError::Auth(_) => Exit::BadInput,
             CliError::Context(_) => Exit::BadInput,
             CliError::Docker(_) => Exit::Environment,
@@ -579,6 +580,7 @@ fn verify(cli: &Cli, args: &VerifyArgs, out: &mut dyn Write) -> Result<Exit, Cli
     let (image, origin) =
         crate::verify::read(&reference, &args.image, timeout, args.full).map_err(|e| match e {
             VerifyError::Input(m) => CliError::Usage(m),
+            VerifyError::Environment(m) => CliError::Environment(m),
             // A broken archive the user named is bad input; a broken stream from a daemon or
             // a registry is the environment failing.
             VerifyError::Image(e) if file_source => CliError::Usage(e.to_string()),

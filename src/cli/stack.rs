@@ -220,6 +220,17 @@ impl ProjectArgs {
         Ok(needs)
     }
 
+    /// The pyproject.toml named, as a canonical path.
+    pub fn pyproject_file(&self) -> Result<Option<PathBuf>, CliError> {
+        self.pyproject
+            .as_ref()
+            .map(|p| {
+                fs_err::canonicalize(p)
+                    .map_err(|_| CliError::Usage(format!("cannot read `{}`: no such file", p.display())))
+            })
+            .transpose()
+    }
+
     /// The requirements file and every file it includes (`-r`, `-c`), in the order pip
     /// reads them, as canonical paths; empty without `--requirements`.
     pub fn requirement_files(&self) -> Result<Vec<PathBuf>, CliError> {

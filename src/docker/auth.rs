@@ -1,13 +1,22 @@
 //! Registry credentials: `GPUENV_REGISTRY_USER`/`GPUENV_REGISTRY_PASSWORD`, else the
-//! `auths` of the Docker client's config (`$DOCKER_CONFIG/config.json`, default
-//! `~/.docker/config.json`), as `docker login` writes them.
+//! Docker client's config (`$DOCKER_CONFIG/config.json`, default `~/.docker/config.json`)
+//! read as the Docker CLI reads it: the credential helper `credHelpers` names for the
+//! registry, else the one `credsStore` names for all, else the `auths` entry that
+//! `docker login` writes without a helper.
 //!
-//! Credentials never leave this module but to the Engine: [`Credentials`] prints as
-//! `<redacted>`, and [`Credentials::redact`] scrubs the password (and its base64 forms)
-//! from any text that goes to the user. Credential helpers (`credsStore`, `credHelpers`)
-//! are programs gpuenv does not run; their registries need the environment variables.
+//! A helper is the program `docker-credential-<name>` on PATH, asked with `get` and the
+//! server's address on its standard input; it answers `{"Username", "Secret"}` JSON, or
+//! "credentials not found" (then the pull goes anonymous, as Docker's does). A username
+//! of `<token>` makes the secret an identity token (a refresh token), which the Engine
+//! and the registry client exchange for access tokens.
+//!
+//! Credentials never leave this module but to the Engine and the registry client:
+//! [`Credentials`] prints as `<redacted>`, [`Credentials::redact`] scrubs the password (and
+//! its base64 forms) from any text that goes to the user, and what a helper prints is
+//! never shown.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
@@ -26,7 +35,21 @@ pub enum CredentialSource {
     Environment,
     /// An `auths` entry of this Docker config file.
     DockerConfig(PathBuf),
+    /// The credential helper `program` that this Docker config file names.
+    Helper {
+        /// `docker-credential-<name>`.
+        program: String,
+        /// The config file.
+        config: PathBuf,
+    },
 }
+
+/// How long a credential helper may take: one that waits on a keychain prompt nobody can
+/// see must not hang the command.
+pub const HELPER_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The username credential helpers give with an identity token.
+const IDENTITY_TOKEN_USER: &str = "<token>";
 
 /// A user name and password for one registry.
 #[derive(Clone, PartialEq, Eq)]
@@ -68,6 +91,12 @@ impl Credentials {
         &self.password
     }
 
+    /// The identity token, when a helper gave one instead of a password (its username is
+    /// `<token>`): it is exchanged for access tokens, never sent as a password.
+    pub(crate) fn identity_token(&self) -> Option<&str> {
+        (self.username == IDENTITY_TOKEN_USER).then_some(self.password.as_str())
+    }
+
     /// `text` with the password, and the base64 forms a daemon or registry might echo,
     /// replaced by `***`.
     pub fn redact(&self, text: &str) -> String {
@@ -100,6 +129,34 @@ pub enum AuthError {
         /// What is wrong (never its contents).
         why: String,
     },
+    /// The Docker config names a credential helper that is not installed.
+    #[error(
+        "`{config}` says to ask `{program}` for registry credentials, and no such program is on PATH: install it, take `credsStore`/`credHelpers` out of that file, or set {USER_VAR} and {PASSWORD_VAR}"
+    )]
+    HelperMissing {
+        /// `docker-credential-<name>`.
+        program: String,
+        /// The config file.
+        config: PathBuf,
+    },
+    /// A credential helper failed, hung, or answered something else than credentials.
+    #[error("the credential helper `{program}` (named in `{config}`) {why}")]
+    HelperFailed {
+        /// `docker-credential-<name>`.
+        program: String,
+        /// The config file.
+        config: PathBuf,
+        /// What went wrong (never what it printed).
+        why: String,
+    },
+}
+
+impl AuthError {
+    /// Whether the machine is at fault (a helper that failed or hung: exit 3), not what
+    /// the user gave (exit 2).
+    pub fn is_environment(&self) -> bool {
+        matches!(self, AuthError::HelperFailed { .. })
+    }
 }
 
 /// What the Engine calls a registry: Docker Hub keeps its historical address.
@@ -176,26 +233,154 @@ pub fn lookup(
             });
         }
     };
-    from_config(&text, registry, &path)
+    let doc = parse_config(&text, &path)?;
+    match helper_for(&doc, registry, &path)? {
+        Some(program) => ask_helper(&program, registry, &path, env, HELPER_TIMEOUT),
+        None => from_auths(&doc, registry, &path),
+    }
 }
 
-/// Credentials for `registry` in the text of a Docker config file.
+fn parse_config(text: &str, path: &Path) -> Result<serde_json::Value, AuthError> {
+    // serde_json's errors quote no input, so they are safe to show.
+    serde_json::from_str(text).map_err(|e| AuthError::Config {
+        path: path.to_path_buf(),
+        why: format!("not JSON ({})", e.classify_name()),
+    })
+}
+
+/// Whether an `auths` or `credHelpers` key is for `registry`.
+fn key_is_for(key: &str, registry: &str) -> bool {
+    let host = key_host(key);
+    host == registry || (is_docker_hub(registry) && is_docker_hub(host))
+}
+
+/// The helper program the config names for `registry`: `credHelpers` by registry, else
+/// `credsStore` for every registry (the Docker CLI's order).
+fn helper_for(doc: &serde_json::Value, registry: &str, path: &Path) -> Result<Option<String>, AuthError> {
+    let by_registry = doc
+        .get("credHelpers")
+        .and_then(|h| h.as_object())
+        .and_then(|h| h.iter().find(|(key, _)| key_is_for(key, registry)))
+        .and_then(|(_, name)| name.as_str());
+    let name = by_registry.or_else(|| doc.get("credsStore").and_then(|s| s.as_str()));
+    let Some(name) = name.filter(|n| !n.is_empty()) else {
+        return Ok(None);
+    };
+    // The name becomes part of a program's name: nothing that could make it a path.
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        || name.starts_with('.')
+    {
+        return Err(AuthError::Config {
+            path: path.to_path_buf(),
+            why: "a credential helper's name has characters other than letters, digits, `-`, `_` and `.`"
+                .into(),
+        });
+    }
+    Ok(Some(format!("docker-credential-{name}")))
+}
+
+/// `program` in one of the absolute directories of PATH, if it is an executable file
+/// there (relative entries would make the answer depend on where gpuenv was started).
+fn find_on_path(program: &str, env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
+    let path = env("PATH")?;
+    std::env::split_paths(&path)
+        .filter(|dir| dir.is_absolute())
+        .map(|dir| dir.join(program))
+        .find(|candidate| {
+            let Ok(meta) = candidate.metadata() else {
+                return false;
+            };
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::PermissionsExt;
+                meta.is_file() && meta.permissions().mode() & 0o111 != 0
+            }
+            #[cfg(not(unix))]
+            {
+                meta.is_file()
+            }
+        })
+}
+
+/// Asks the credential helper `program` for `registry`'s credentials.
+fn ask_helper(
+    program: &str,
+    registry: &str,
+    config: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+    timeout: Duration,
+) -> Result<Option<Credentials>, AuthError> {
+    let failed = |why: String| AuthError::HelperFailed {
+        program: program.to_string(),
+        config: config.to_path_buf(),
+        why,
+    };
+    let Some(exe) = find_on_path(program, env) else {
+        return Err(AuthError::HelperMissing {
+            program: program.to_string(),
+            config: config.to_path_buf(),
+        });
+    };
+    let server = server_address(registry);
+    let ran = crate::process::run(&exe, &["get"], Some(server.as_bytes()), timeout)
+        .map_err(|e| failed(format!("could not be started: {e}")))?;
+    if ran.timed_out {
+        return Err(failed(format!(
+            "did not answer within {} s (is it waiting for a prompt?)",
+            timeout.as_secs_f32()
+        )));
+    }
+    let said = |bytes: &[u8]| String::from_utf8_lossy(bytes).to_ascii_lowercase();
+    if ran.status != Some(0) {
+        // Every helper of docker/docker-credential-helpers says this for an unknown server.
+        if said(&ran.stdout).contains("credentials not found")
+            || said(&ran.stderr).contains("credentials not found")
+        {
+            return Ok(None);
+        }
+        return Err(failed(match ran.status {
+            Some(code) => format!("failed (exit status {code})"),
+            None => "was killed by a signal".into(),
+        }));
+    }
+    let answer: serde_json::Value = serde_json::from_slice(&ran.stdout)
+        .map_err(|_| failed("answered something other than JSON".into()))?;
+    let field = |k: &str| answer.get(k).and_then(|v| v.as_str()).filter(|v| !v.is_empty());
+    let (Some(user), Some(secret)) = (field("Username"), field("Secret")) else {
+        return Ok(None);
+    };
+    Ok(Some(Credentials::new(
+        user,
+        secret,
+        registry,
+        CredentialSource::Helper {
+            program: program.to_string(),
+            config: config.to_path_buf(),
+        },
+    )))
+}
+
+/// Credentials for `registry` in the `auths` of the text of a Docker config file (no
+/// helper is asked).
 pub fn from_config(text: &str, registry: &str, path: &Path) -> Result<Option<Credentials>, AuthError> {
+    from_auths(&parse_config(text, path)?, registry, path)
+}
+
+fn from_auths(
+    doc: &serde_json::Value,
+    registry: &str,
+    path: &Path,
+) -> Result<Option<Credentials>, AuthError> {
     let bad = |why: &str| AuthError::Config {
         path: path.to_path_buf(),
         why: why.to_string(),
     };
-    // serde_json's errors quote no input, so they are safe to show.
-    let doc: serde_json::Value =
-        serde_json::from_str(text).map_err(|e| bad(&format!("not JSON ({})", e.classify_name())))?;
     let Some(auths) = doc.get("auths").and_then(|a| a.as_object()) else {
         return Ok(None);
     };
-    let hub = is_docker_hub(registry);
-    let entry = auths.iter().find(|(key, _)| {
-        let host = key_host(key);
-        host == registry || (hub && is_docker_hub(host))
-    });
+    let entry = auths.iter().find(|(key, _)| key_is_for(key, registry));
     let Some((_, entry)) = entry else {
         return Ok(None);
     };
@@ -250,7 +435,7 @@ impl ClassifyName for serde_json::Error {
 mod tests {
     use super::*;
 
-    fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+    fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> + use<> {
         let pairs: Vec<(String, String)> = pairs
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -316,6 +501,140 @@ mod tests {
         let text = format!("denied: hunter2-long and {b64}");
         let r = c.redact(&text);
         assert!(!r.contains("hunter2") && !r.contains(&b64), "{r}");
+    }
+
+    /// A credential helper in a directory of its own: a shell script that keeps what it
+    /// was asked (arguments, then standard input) in `asked` beside it and runs `body`.
+    fn helper(dir: &Path, name: &str, body: &str) {
+        use std::os::unix::fs::PermissionsExt;
+        let path = dir.join(format!("docker-credential-{name}"));
+        let asked = dir.join("asked");
+        std::fs::write(
+            &path,
+            format!(
+                "#!/bin/sh\necho \"$@\" > '{asked}'\ncat >> '{asked}'\n{body}\n",
+                asked = asked.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    #[test]
+    fn credential_helpers_are_asked_as_the_docker_cli_asks_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("bin");
+        std::fs::create_dir(&bin).unwrap();
+        helper(
+            &bin,
+            "store",
+            r#"echo '{"ServerURL":"x","Username":"from-store","Secret":"st0re-secret"}'"#,
+        );
+        helper(
+            &bin,
+            "ecr",
+            r#"echo '{"ServerURL":"x","Username":"<token>","Secret":"refresh-tok3n"}'"#,
+        );
+        helper(
+            &bin,
+            "empty",
+            "echo 'credentials not found in native keychain'; exit 1",
+        );
+        helper(&bin, "broken", "echo 'st0re-secret' >&2; exit 4");
+        helper(&bin, "chatty", "echo 'Username: st0re-secret'");
+        helper(&bin, "slow", "sleep 20");
+        let config = dir.path().join("config.json");
+        let path_var = format!("/nonexistent:relative/bin:{}", bin.display());
+        let auth = STANDARD.encode("file-user:file-pass");
+        let write = |helpers: &str| {
+            let text = format!(
+                r#"{{"auths": {{"r.io": {{"auth": "{auth}"}}, "other.io": {{"auth": "{auth}"}}}}, {helpers}}}"#
+            );
+            std::fs::write(&config, text).unwrap();
+        };
+        let dir_s = dir.path().to_str().unwrap().to_string();
+        let env = env_of(&[("DOCKER_CONFIG", &dir_s), ("PATH", &path_var)]);
+        let asked = || std::fs::read_to_string(bin.join("asked")).unwrap();
+
+        // credsStore answers for every registry: asked with `get` and the server address.
+        write(r#""credsStore": "store""#);
+        let c = lookup("r.io", &env).unwrap().unwrap();
+        assert_eq!(
+            (c.username.as_str(), c.password()),
+            ("from-store", "st0re-secret")
+        );
+        assert_eq!(asked(), "get\nr.io");
+        assert!(
+            matches!(&c.source, CredentialSource::Helper { program, .. } if program == "docker-credential-store")
+        );
+        assert!(c.identity_token().is_none());
+        let c = lookup("docker.io", &env).unwrap().unwrap();
+        assert_eq!(c.server, "https://index.docker.io/v1/");
+        assert_eq!(asked(), "get\nhttps://index.docker.io/v1/");
+
+        // credHelpers wins for its registry; an identity token is told apart.
+        write(r#""credsStore": "store", "credHelpers": {"r.io": "ecr"}"#);
+        let c = lookup("r.io", &env).unwrap().unwrap();
+        assert_eq!(c.identity_token(), Some("refresh-tok3n"));
+        assert_eq!(lookup("other.io", &env).unwrap().unwrap().username, "from-store");
+
+        // Nothing stored there: anonymous, as Docker does (the `auths` entry is not used).
+        write(r#""credsStore": "empty""#);
+        assert!(lookup("r.io", &env).unwrap().is_none());
+
+        // Without a helper, the `auths` entry.
+        write(r#""credsStore": """#);
+        assert_eq!(lookup("r.io", &env).unwrap().unwrap().username, "file-user");
+
+        // Failures name the helper and the file, never what the helper printed.
+        for (name, needle) in [
+            ("broken", "failed (exit status 4)"),
+            ("chatty", "answered something other than JSON"),
+        ] {
+            write(&format!(r#""credsStore": "{name}""#));
+            let e = lookup("r.io", &env).unwrap_err();
+            let msg = e.to_string();
+            assert!(
+                msg.contains(needle) && msg.contains(&format!("docker-credential-{name}")),
+                "{msg}"
+            );
+            assert!(
+                msg.contains("config.json") && !msg.contains("st0re-secret"),
+                "{msg}"
+            );
+            assert!(e.is_environment());
+        }
+        let e = ask_helper(
+            "docker-credential-slow",
+            "r.io",
+            &config,
+            &env,
+            Duration::from_millis(300),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("did not answer within 0.3 s"), "{e}");
+
+        // Not installed, or not a name: bad input, with the way out.
+        write(r#""credsStore": "desktop""#);
+        let e = lookup("r.io", &env).unwrap_err();
+        assert!(!e.is_environment());
+        assert!(
+            e.to_string().contains(
+                "`docker-credential-desktop` for registry credentials, and no such program is on PATH"
+            ),
+            "{e}"
+        );
+        assert!(e.to_string().contains(USER_VAR), "{e}");
+        write(r#""credHelpers": {"r.io": "../../bin/sh"}"#);
+        let e = lookup("r.io", &env).unwrap_err();
+        assert!(e.to_string().contains("credential helper's name"), "{e}");
+        // A helper only in a relative PATH entry is not found.
+        let rel = env_of(&[("DOCKER_CONFIG", &dir_s), ("PATH", "bin")]);
+        write(r#""credsStore": "store""#);
+        assert!(matches!(
+            lookup("r.io", &rel).unwrap_err(),
+            AuthError::HelperMissing { .. }
+        ));
     }
 
     #[test]

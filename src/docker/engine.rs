@@ -31,11 +31,19 @@ impl std::fmt::Debug for Bollard {
 }
 
 fn bollard_creds(c: Option<&Credentials>) -> Option<DockerCredentials> {
-    c.map(|c| DockerCredentials {
-        username: Some(c.username.clone()),
-        password: Some(c.password().to_string()),
-        serveraddress: Some(c.server.clone()),
-        ..DockerCredentials::default()
+    c.map(|c| match c.identity_token() {
+        // The daemon exchanges an identity token for access tokens itself.
+        Some(token) => DockerCredentials {
+            identitytoken: Some(token.to_string()),
+            serveraddress: Some(c.server.clone()),
+            ..DockerCredentials::default()
+        },
+        None => DockerCredentials {
+            username: Some(c.username.clone()),
+            password: Some(c.password().to_string()),
+            serveraddress: Some(c.server.clone()),
+            ..DockerCredentials::default()
+        },
     })
 }
 

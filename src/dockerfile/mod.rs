@@ -21,9 +21,10 @@
 //!   (`uv python install`): an exact CPython line on any base, no PPA, no second interpreter
 //!   from the distribution, checksummed downloads. The interpreter lives under `/opt` so the
 //!   non-root user can run it, and a virtual environment seeded with pip holds everything.
-//! - **Order.** torch first (gigabytes, changes least), then the requirements files alone,
-//!   then the rest of the project: editing code rebuilds only the last layers. torch's pins
-//!   become a constraints file so no requirement can swap the build.
+//! - **Order.** torch first (gigabytes, changes least), then the requirements files alone
+//!   (and pyproject.toml's `[project] dependencies`, which uv installs without building the
+//!   project), then the rest of the project: editing code rebuilds only the last layers.
+//!   torch's pins become a constraints file so no requirement can swap the build.
 //! - **Checks.** A last step imports torch as the image's user and asserts the version and
 //!   CUDA build: a wrong wheel fails the build, not the first training run.
 
@@ -71,6 +72,9 @@ pub struct Request<'a> {
     /// Requirements files relative to the build context (`/`-separated); pip reads the
     /// first, which may include the others.
     pub requirements: Vec<String>,
+    /// The project's pyproject.toml relative to the build context, when its
+    /// `[project] dependencies` are to be installed.
+    pub pyproject: Option<String>,
     /// Who wrote it (`gpuenv 0.1.0`), for the header and a label.
     pub generator: String,
 }
@@ -374,7 +378,7 @@ pub fn generate(req: &Request<'_>) -> Result<Dockerfile, DockerfileError> {
             torch: stack.torch.to_string(),
             variant: stack.variant.to_string(),
         })?;
-    for p in &req.requirements {
+    for p in req.requirements.iter().chain(&req.pyproject) {
         check_path(p)?;
     }
     let base = choose_base(stack, req.images, req.extensions)?;
@@ -554,6 +558,23 @@ pub fn generate(req: &Request<'_>) -> Result<Dockerfile, DockerfileError> {
         }
         w(&format!(
             "RUN python -m pip install --no-cache-dir -r {main} -c {VENV}/constraints-torch.txt"
+        ));
+    }
+    if let Some(pyproject) = &req.pyproject {
+        let mut c = String::new();
+        comment(
+            &mut c,
+            "The dependencies pyproject.toml lists, before the rest of the project too: uv \
+             reads `[project] dependencies` without building the project, and torch's pins hold.",
+        );
+        w(c.trim_end());
+        let dest = match pyproject.rsplit_once('/') {
+            Some((dir, _)) => format!("{dir}/"),
+            None => "./".to_string(),
+        };
+        w(&format!("COPY {pyproject} {dest}"));
+        w(&format!(
+            "RUN uv pip install -r {pyproject} -c {VENV}/constraints-torch.txt"
         ));
     }
     w(&format!("COPY --chown={APP_UID}:{APP_UID} . ."));

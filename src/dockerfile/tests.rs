@@ -38,6 +38,17 @@ fn request_for(
     extensions: bool,
     reqs: &[&str],
 ) -> Result<Dockerfile, DockerfileError> {
+    request_with(torch, python, gpu, extensions, reqs, None)
+}
+
+fn request_with(
+    torch: &str,
+    python: &str,
+    gpu: Option<&str>,
+    extensions: bool,
+    reqs: &[&str],
+    pyproject: Option<&str>,
+) -> Result<Dockerfile, DockerfileError> {
     let db = Db::embedded().unwrap();
     let (s, rel) = stack(torch, python, gpu);
     let gpus = gpu
@@ -51,6 +62,7 @@ fn request_for(
         extensions,
         gpus,
         requirements: reqs.iter().map(|r| r.to_string()).collect(),
+        pyproject: pyproject.map(str::to_string),
         generator: "gpuenv test".into(),
     })
 }
@@ -258,6 +270,37 @@ fn requirements_in_folders_keep_their_paths() {
     );
     assert!(i.contains(&"COPY reqs/gpu.txt reqs/base.txt reqs/".to_string()));
     assert!(i.iter().any(|l| l.contains("-r requirements.txt -c")));
+}
+
+#[test]
+fn pyproject_dependencies_come_after_the_requirements_and_before_the_project() {
+    let d = request_with(
+        "2.6.0+cu124",
+        "3.11",
+        None,
+        false,
+        &["requirements.txt"],
+        Some("svc/pyproject.toml"),
+    )
+    .unwrap();
+    let i = instructions(&d.text);
+    let at = |needle: &str| {
+        i.iter()
+            .position(|l| l.contains(needle))
+            .unwrap_or_else(|| panic!("no `{needle}` in\n{}", i.join("\n")))
+    };
+    assert!(
+        i.contains(&"COPY svc/pyproject.toml svc/".to_string()),
+        "{}",
+        i.join("\n")
+    );
+    assert!(i.contains(
+        &"RUN uv pip install -r svc/pyproject.toml -c /opt/venv/constraints-torch.txt".to_string()
+    ));
+    assert!(at("-r requirements.txt") < at("uv pip install -r svc/pyproject.toml"));
+    assert!(at("uv pip install") < at("COPY --chown=10001:10001 . ."));
+    let e = request_with("2.6.0+cu124", "3.11", None, false, &[], Some("../pyproject.toml")).unwrap_err();
+    assert!(e.to_string().contains("../pyproject.toml"), "{e}");
 }
 
 #[test]

@@ -6,9 +6,8 @@
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -145,65 +144,25 @@ impl System for RealSystem {
     }
 }
 
-/// Runs a command, killing it after `timeout`. Output is read on threads so a chatty
-/// child cannot block on a full pipe while we wait.
+/// Runs a command, killing it after `timeout` (see [`crate::process`]).
 pub fn run_with_timeout(program: &str, args: &[&str], timeout: Duration) -> CmdOutput {
-    let mut child = match Command::new(program)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-    {
-        Ok(c) => c,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return CmdOutput::not_found(),
-        Err(e) => {
-            return CmdOutput {
-                outcome: Outcome::Failed(e.to_string()),
-                status: None,
-                stdout: String::new(),
-                stderr: String::new(),
-            };
-        }
-    };
-    let reader = |pipe: Option<Box<dyn Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            if let Some(mut p) = pipe {
-                let _ = p.by_ref().take(16 << 20).read_to_end(&mut buf);
-            }
-            String::from_utf8_lossy(&buf).into_owned()
-        })
-    };
-    let out = reader(child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
-    let err = reader(child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
-    let start = Instant::now();
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(s)) => break Some(s),
-            Ok(None) if start.elapsed() >= timeout => {
-                let _ = child.kill();
-                let _ = child.wait();
-                break None;
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(2)),
-            Err(_) => break None,
-        }
-    };
-    let stdout = out.join().unwrap_or_default();
-    let stderr = err.join().unwrap_or_default();
-    match status {
-        Some(s) => CmdOutput {
-            outcome: Outcome::Exited,
-            status: s.code(),
-            stdout,
-            stderr,
+    match crate::process::run(program, args, None, timeout) {
+        Ok(ran) => CmdOutput {
+            outcome: if ran.timed_out {
+                Outcome::TimedOut
+            } else {
+                Outcome::Exited
+            },
+            status: ran.status,
+            stdout: String::from_utf8_lossy(&ran.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&ran.stderr).into_owned(),
         },
-        None => CmdOutput {
-            outcome: Outcome::TimedOut,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => CmdOutput::not_found(),
+        Err(e) => CmdOutput {
+            outcome: Outcome::Failed(e.to_string()),
             status: None,
-            stdout,
-            stderr,
+            stdout: String::new(),
+            stderr: String::new(),
         },
     }
 }

@@ -214,8 +214,11 @@ impl Registry {
             }
             match (token, &self.creds) {
                 (Some(t), _) => req = req.header(AUTHORIZATION, format!("Bearer {t}")),
-                (None, Some(c)) => req = req.basic_auth(&c.username, Some(c.password())),
-                (None, None) => {}
+                // An identity token is only ever exchanged at the token endpoint.
+                (None, Some(c)) if c.identity_token().is_none() => {
+                    req = req.basic_auth(&c.username, Some(c.password()));
+                }
+                (None, _) => {}
             }
             req.send().map_err(|e| self.unreachable(&e))
         };
@@ -265,10 +268,33 @@ impl Registry {
             }
         }
         let Some(realm) = realm else { return Ok(None) };
-        let mut req = self.http.get(&realm).query(&query);
-        if let Some(c) = &self.creds {
-            req = req.basic_auth(&c.username, Some(c.password()));
-        }
+        let req = match self.creds.as_ref().map(|c| (c, c.identity_token())) {
+            // The distribution token spec's OAuth2 form: an identity token is a refresh
+            // token, exchanged by POST; `scope` is space-separated there.
+            Some((_, Some(refresh))) => {
+                let mut form: Vec<(String, String)> = vec![
+                    ("grant_type".into(), "refresh_token".into()),
+                    ("refresh_token".into(), refresh.to_string()),
+                    ("client_id".into(), "gpuenv".into()),
+                ];
+                let scopes: Vec<&str> = query
+                    .iter()
+                    .filter(|(k, _)| k == "scope")
+                    .map(|(_, v)| v.as_str())
+                    .collect();
+                form.extend(query.iter().filter(|(k, _)| k == "service").cloned());
+                if !scopes.is_empty() {
+                    form.push(("scope".into(), scopes.join(" ")));
+                }
+                self.http.post(&realm).form(&form)
+            }
+            Some((c, None)) => self
+                .http
+                .get(&realm)
+                .query(&query)
+                .basic_auth(&c.username, Some(c.password())),
+            None => self.http.get(&realm).query(&query),
+        };
         let resp = req.send().map_err(|e| self.unreachable(&e))?;
         if !resp.status().is_success() {
             return Err(self.status_error(resp.status(), "a token"));

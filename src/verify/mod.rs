@@ -30,6 +30,9 @@ pub enum VerifyError {
     /// The reference or a file named is not usable: bad input.
     #[error("{0}")]
     Input(String),
+    /// Something on the machine failed (a credential helper): not the input's fault.
+    #[error("{0}")]
+    Environment(String),
     /// The archive or blob is not a readable image.
     #[error(transparent)]
     Image(#[from] ImageError),
@@ -138,8 +141,13 @@ pub fn read(
             (image, "daemon")
         }
         ImageRef::Registry(r) => {
-            let creds = docker::auth::lookup(&r.registry, &|k| std::env::var(k).ok())
-                .map_err(|e| VerifyError::Input(e.to_string()))?;
+            let creds = docker::auth::lookup(&r.registry, &|k| std::env::var(k).ok()).map_err(|e| {
+                if e.is_environment() {
+                    VerifyError::Environment(e.to_string())
+                } else {
+                    VerifyError::Input(e.to_string())
+                }
+            })?;
             let reg = Registry::new(&r.registry, creds, timeout)?;
             let reference = match &r.reference {
                 crate::image::reference::Reference::Tag(t) => t.clone(),

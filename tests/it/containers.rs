@@ -139,13 +139,28 @@ const CASES: &[Case] = &[
     },
     Case {
         name: "cpu",
-        flags: &["--torch", "2.5.1+cpu", "--python", "3.10"],
-        files: &[],
+        flags: &[
+            "--torch",
+            "2.5.1+cpu",
+            "--python",
+            "3.10",
+            "--pyproject",
+            "pyproject.toml",
+        ],
+        files: &[(
+            "pyproject.toml",
+            "[project]\nname = \"trainer\"\nversion = \"0.1.0\"\nrequires-python = \">=3.10\"\ndependencies = [\n    \"torch>=2.5,<2.6\",\n    \"einops==0.8.0\",\n]\n",
+        )],
         context: false,
         base: "ubuntu:24.04",
         log: &[
             "uv python install 3.10",
             "pip install --no-cache-dir --index-url https://download.pytorch.org/whl/cpu torch==2.5.1+cpu torchvision==0.20.1+cpu torchaudio==2.5.1+cpu",
+            "uv pip install -r pyproject.toml -c /opt/venv/constraints-torch.txt",
+            "uv-read pyproject.toml",
+            "uv-installed torch>=2.5,<2.6",
+            "uv-installed einops==0.8.0",
+            "uv-constraints /opt/venv/constraints-torch.txt",
             "torch-check ok 2.5.1+cpu as 10001 in /app (writable)",
         ],
         labels: &[("io.gpuenv.torch", "2.5.1+cpu"), ("io.gpuenv.variant", "cpu")],
@@ -483,16 +498,23 @@ fn assert_no_secret(run: &crate::support::Run, secret: &str) {
     }
 }
 
+/// A unique image pushed as `gpuenv-test/private:<tag>` to `reg`, deleted from it when
+/// the guard goes: its tag and digest.
+fn private_image(engine: &gpuenv::docker::Bollard, reg: &str) -> (String, String, Pushed) {
+    let tag = unique();
+    let private = format!("{reg}/gpuenv-test/private:{tag}");
+    let digest = push_unique(engine, &private);
+    let mut pushed = Pushed::new(reg);
+    pushed.add(&private, &digest);
+    (tag, digest, pushed)
+}
+
 #[test]
 fn credentials_from_the_environment_or_docker_config_reach_the_registry_and_never_print() {
     let _lock = daemon::lock();
     let engine = daemon::engine();
     let reg = daemon::registry();
-    let tag = unique();
-    let private = format!("{reg}/gpuenv-test/private:{tag}");
-    let digest = push_unique(&engine, &private);
-    let mut pushed = Pushed::new(&reg);
-    pushed.add(&private, &digest);
+    let (tag, digest, _pushed) = private_image(&engine, &reg);
     let front = FaultyRegistry::start(
         Fault::RequireAuth {
             user: "gpuenv-ci".into(),
@@ -566,6 +588,133 @@ fn credentials_from_the_environment_or_docker_config_reach_the_registry_and_neve
     assert!(
         half.stderr
             .contains("set both GPUENV_REGISTRY_USER and GPUENV_REGISTRY_PASSWORD")
+    );
+}
+
+/// A credential helper `docker-credential-<name>` in `dir`: it answers `answer` for the
+/// server `server` and "credentials not found" for any other, as the real ones do.
+fn credential_helper(dir: &Path, name: &str, server: &str, answer: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join(format!("docker-credential-{name}"));
+    std::fs::write(
+        &path,
+        format!(
+            "#!/bin/sh\n[ \"$1\" = get ] || exit 9\nread -r server || true\nif [ \"$server\" = '{server}' ]; then echo '{answer}'; else echo 'credentials not found in native keychain'; exit 1; fi\n"
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+#[test]
+fn credential_helpers_named_by_the_docker_config_reach_the_daemon_and_the_registry_client() {
+    let _lock = daemon::lock();
+    let engine = daemon::engine();
+    let reg = daemon::registry();
+    let (tag, digest, _pushed) = private_image(&engine, &reg);
+    let basic = FaultyRegistry::start(
+        Fault::RequireAuth {
+            user: "gpuenv-ci".into(),
+            password: PASSWORD.into(),
+        },
+        reg.clone(),
+    );
+    let refresh = "Refr3sh-identity-token-xyz";
+    let bearer = FaultyRegistry::start(
+        Fault::RequireBearer {
+            refresh_token: refresh.into(),
+        },
+        reg.clone(),
+    );
+    let via_basic = format!("{}/gpuenv-test/private:{tag}", basic.addr);
+    let via_bearer = format!("{}/gpuenv-test/private:{tag}", bearer.addr);
+    let _cleanup = Cleanup {
+        engine: &engine,
+        names: vec![via_basic.clone(), via_bearer.clone()],
+    };
+    let home = tempfile::tempdir().unwrap();
+    let bin = home.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    credential_helper(
+        &bin,
+        "gpuenv-store",
+        &basic.addr,
+        &format!(
+            r#"{{"ServerURL":"{}","Username":"gpuenv-ci","Secret":"{PASSWORD}"}}"#,
+            basic.addr
+        ),
+    );
+    credential_helper(
+        &bin,
+        "gpuenv-ecr",
+        &bearer.addr,
+        &format!(
+            r#"{{"ServerURL":"{}","Username":"<token>","Secret":"{refresh}"}}"#,
+            bearer.addr
+        ),
+    );
+    let config = serde_json::json!({
+        "auths": {},
+        "credsStore": "gpuenv-store",
+        "credHelpers": {bearer.addr.as_str(): "gpuenv-ecr"},
+    });
+    std::fs::write(home.path().join("config.json"), config.to_string()).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let home_s = home.path().to_str().unwrap();
+    let env = [
+        ("HOME", home_s),
+        ("DOCKER_CONFIG", home_s),
+        ("PATH", path.as_str()),
+    ];
+
+    // credsStore: a user and password, to the daemon and to the registry client.
+    let ok = gpuenv_env(&root(), &["pull", &via_basic, "--json"], &env);
+    assert_eq!(ok.code, 0, "{}", ok.stderr);
+    assert_eq!(json(&ok)["digest"], digest.as_str());
+    assert_no_secret(&ok, PASSWORD);
+    let verified = gpuenv_env(
+        &root(),
+        &["verify", &format!("docker://{via_basic}"), "--json"],
+        &env,
+    );
+    assert!(verified.code <= 1, "{}", verified.stderr);
+    assert_eq!(json(&verified)["origin"]["digest"], digest.as_str());
+    assert_no_secret(&verified, PASSWORD);
+
+    // credHelpers for the Bearer registry: an identity token, exchanged for an access
+    // token by the registry client (OAuth2 refresh grant) and by the daemon.
+    let verified = gpuenv_env(
+        &root(),
+        &["verify", &format!("docker://{via_bearer}"), "--json"],
+        &env,
+    );
+    assert!(verified.code <= 1, "{}", verified.stderr);
+    assert_eq!(json(&verified)["origin"]["digest"], digest.as_str());
+    assert_no_secret(&verified, refresh);
+    let ok = gpuenv_env(&root(), &["pull", &via_bearer, "--json"], &env);
+    assert_eq!(ok.code, 0, "{}", ok.stderr);
+    assert_no_secret(&ok, refresh);
+
+    // Without the helpers the same config fails as bad input, naming the way out.
+    let bare = [
+        ("HOME", home_s),
+        ("DOCKER_CONFIG", home_s),
+        ("PATH", "/usr/bin:/bin"),
+    ];
+    let missing = gpuenv_env(&root(), &["pull", &via_basic], &bare);
+    assert_eq!(missing.code, 2, "{}", missing.stderr);
+    assert!(
+        missing.stderr.contains("docker-credential-gpuenv-store")
+            && missing.stderr.contains("no such program is on PATH"),
+        "{}",
+        missing.stderr
+    );
+    let missing = gpuenv_env(&root(), &["verify", &format!("docker://{via_bearer}")], &bare);
+    assert_eq!(missing.code, 2, "{}", missing.stderr);
+    assert!(
+        missing.stderr.contains("docker-credential-gpuenv-ecr"),
+        "{}",
+        missing.stderr
     );
 }
 

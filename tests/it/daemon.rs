@@ -26,7 +26,8 @@ pub const STANDIN_LABEL: &str = "io.gpuenv.test-standin";
 
 static DAEMON: Mutex<()> = Mutex::new(());
 
-/// Serializes the tests that create, build or remove images.
+/// Serializes the tests that create, build or remove images, within one process (`cargo
+/// test`); `.config/nextest.toml` keeps them apart under nextest's process per test.
 pub fn lock() -> MutexGuard<'static, ()> {
     DAEMON.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -304,6 +305,11 @@ fn registry_up(addr: &str) -> bool {
 pub enum Fault {
     /// Every request without `Authorization: Basic base64(user:password)` gets 401.
     RequireAuth { user: String, password: String },
+    /// The token flow of the distribution spec, for identity tokens: every request
+    /// without `Authorization: Bearer <access token>` gets a 401 Bearer challenge whose
+    /// realm is this front's `/token`, which hands out the access token for a POST of
+    /// `grant_type=refresh_token&refresh_token=<refresh_token>` (OAuth2) and 401 else.
+    RequireBearer { refresh_token: String },
     /// Manifests are unknown: 404.
     ManifestNotFound,
     /// The manifest fetched by digest, after the tag resolved, fails with 500.
@@ -338,19 +344,24 @@ impl FaultyRegistry {
     pub fn start(fault: Fault, upstream: String) -> FaultyRegistry {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap().to_string();
+        let me = addr.clone();
         std::thread::spawn(move || {
             for stream in listener.incoming() {
                 let Ok(stream) = stream else { continue };
                 let fault = fault.clone();
                 let upstream = upstream.clone();
-                std::thread::spawn(move || serve(stream, &fault, &upstream));
+                let me = me.clone();
+                std::thread::spawn(move || serve(stream, &fault, &upstream, &me));
             }
         });
         FaultyRegistry { addr }
     }
 }
 
-fn serve(stream: TcpStream, fault: &Fault, upstream: &str) {
+/// The access token [`Fault::RequireBearer`] hands out.
+const ACCESS_TOKEN: &str = "gpuenv-test-access-token";
+
+fn serve(stream: TcpStream, fault: &Fault, upstream: &str, me: &str) {
     let _ = stream.set_read_timeout(Some(Duration::from_secs(30)));
     // The daemon tries TLS first; a plain-HTTP registry refuses it by closing, and the
     // daemon falls back to HTTP (127.0.0.0/8 is an insecure registry by default).
@@ -395,6 +406,47 @@ fn serve(stream: TcpStream, fault: &Fault, upstream: &str) {
             r#"{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}"#,
         )
     };
+    if let Fault::RequireBearer { refresh_token } = fault {
+        if path.starts_with("/token") {
+            let length: usize = head
+                .lines()
+                .find_map(|l| {
+                    let (k, v) = l.split_once(':')?;
+                    k.eq_ignore_ascii_case("content-length")
+                        .then(|| v.trim().parse().ok())?
+                })
+                .unwrap_or(0);
+            let mut body = vec![0u8; length.min(64 * 1024)];
+            if reader.read_exact(&mut body).is_err() {
+                return;
+            }
+            let form = String::from_utf8_lossy(&body).to_string();
+            let fields: Vec<(&str, &str)> = form.split('&').filter_map(|kv| kv.split_once('=')).collect();
+            let has = |k: &str, v: &str| fields.contains(&(k, v));
+            if method == "POST" && has("grant_type", "refresh_token") && has("refresh_token", refresh_token) {
+                return respond(
+                    &stream,
+                    "200 OK",
+                    "",
+                    &format!(r#"{{"access_token":"{ACCESS_TOKEN}","expires_in":300}}"#),
+                );
+            }
+            return respond(
+                &stream,
+                "401 Unauthorized",
+                "",
+                r#"{"errors":[{"code":"UNAUTHORIZED","message":"bad grant"}]}"#,
+            );
+        }
+        if auth != format!("Bearer {ACCESS_TOKEN}") {
+            return respond(
+                &stream,
+                "401 Unauthorized",
+                &format!("WWW-Authenticate: Bearer realm=\"http://{me}/token\",service=\"gpuenv-test\"\r\n"),
+                r#"{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}"#,
+            );
+        }
+    }
     match fault {
         Fault::RequireAuth { user, password }
             if auth != format!("Basic {}", base64(format!("{user}:{password}").as_bytes())) =>
