@@ -86,6 +86,8 @@ struct Plan {
     /// `(path in the context, path on disk)` of each project file the Dockerfile copies:
     /// the requirements files, and pyproject.toml.
     files: Vec<(String, PathBuf)>,
+    /// What the requirements install from the project tree (`-e .`), with the line.
+    from_project: Vec<(String, String)>,
 }
 
 /// The best stack that runs, or why none does.
@@ -141,6 +143,7 @@ fn plan(
     for f in project.requirement_files()? {
         requirements.push((context_path(&f, base, what)?, f));
     }
+    let from_project = project.read()?.local_paths;
     let pyproject = match project.pyproject_file()? {
         Some(f) => Some((context_path(&f, base, what)?, f)),
         None => None,
@@ -154,12 +157,14 @@ fn plan(
         gpus: q.gpus.iter().map(|g| g.gpu.compute_capability).collect(),
         requirements: requirements.iter().map(|(r, _)| r.clone()).collect(),
         pyproject: pyproject.as_ref().map(|(r, _)| r.clone()),
+        requirements_from_project: from_project.iter().map(|(p, _)| p.clone()).collect(),
         generator: format!("gpuenv {}", env!("CARGO_PKG_VERSION")),
     })?;
     Ok(Plan {
         dockerfile,
         stack: chosen,
         files: requirements.into_iter().chain(pyproject).collect(),
+        from_project,
     })
 }
 
@@ -253,6 +258,12 @@ pub(super) fn build(db: &Option<PathBuf>, args: &BuildArgs, out: &mut dyn Write)
         (None, None, None) => (PathBuf::from("."), "the current folder"),
     };
     let plan = plan(db, &args.stack, &args.project, &base, what)?;
+    if let (None, Some((path, origin))) = (&args.context, plan.from_project.first()) {
+        return Err(CliError::Usage(format!(
+            "{origin} installs `{path}` from the project, and without --context the build \
+             context holds only the requirements files: give --context with the project folder"
+        )));
+    }
     let mut ctx = Context::new();
     match &args.context {
         Some(dir) => ctx.add_dir(dir)?,

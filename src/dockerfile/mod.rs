@@ -75,6 +75,9 @@ pub struct Request<'a> {
     /// The project's pyproject.toml relative to the build context, when its
     /// `[project] dependencies` are to be installed.
     pub pyproject: Option<String>,
+    /// What the requirements install from the project tree itself (`-e .`,
+    /// `./libs/pkg`), as written: then they are installed after the project is copied.
+    pub requirements_from_project: Vec<String>,
     /// Who wrote it (`gpuenv 0.1.0`), for the header and a label.
     pub generator: String,
 }
@@ -526,7 +529,10 @@ pub fn generate(req: &Request<'_>) -> Result<Dockerfile, DockerfileError> {
     ));
     w("");
     w(&format!("WORKDIR {APP_DIR}"));
-    if let Some(main) = req.requirements.first() {
+    let install_requirements = req.requirements.first().map(|main| {
+        format!("RUN python -m pip install --no-cache-dir -r {main} -c {VENV}/constraints-torch.txt")
+    });
+    if let (Some(install), true) = (&install_requirements, req.requirements_from_project.is_empty()) {
         let mut c = String::new();
         comment(
             &mut c,
@@ -556,9 +562,7 @@ pub fn generate(req: &Request<'_>) -> Result<Dockerfile, DockerfileError> {
             };
             w(&format!("COPY {} {dest}", files.join(" ")));
         }
-        w(&format!(
-            "RUN python -m pip install --no-cache-dir -r {main} -c {VENV}/constraints-torch.txt"
-        ));
+        w(install);
     }
     if let Some(pyproject) = &req.pyproject {
         let mut c = String::new();
@@ -578,6 +582,23 @@ pub fn generate(req: &Request<'_>) -> Result<Dockerfile, DockerfileError> {
         ));
     }
     w(&format!("COPY --chown={APP_UID}:{APP_UID} . ."));
+    if let (Some(install), false) = (&install_requirements, req.requirements_from_project.is_empty()) {
+        let mut c = String::new();
+        comment(
+            &mut c,
+            &format!(
+                "The requirements install from the project itself ({}), so they come after it \
+                 is copied: pip needs those files in place. Editing code reinstalls them.",
+                req.requirements_from_project
+                    .iter()
+                    .map(|p| format!("`{p}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        );
+        w(c.trim_end());
+        w(install);
+    }
     w(&format!("USER {APP_UID}:{APP_UID}"));
     w("");
     let mut c = String::new();

@@ -38,7 +38,7 @@ fn request_for(
     extensions: bool,
     reqs: &[&str],
 ) -> Result<Dockerfile, DockerfileError> {
-    request_with(torch, python, gpu, extensions, reqs, None)
+    request_with(torch, python, gpu, extensions, reqs, None, &[])
 }
 
 fn request_with(
@@ -48,6 +48,7 @@ fn request_with(
     extensions: bool,
     reqs: &[&str],
     pyproject: Option<&str>,
+    from_project: &[&str],
 ) -> Result<Dockerfile, DockerfileError> {
     let db = Db::embedded().unwrap();
     let (s, rel) = stack(torch, python, gpu);
@@ -63,6 +64,7 @@ fn request_with(
         gpus,
         requirements: reqs.iter().map(|r| r.to_string()).collect(),
         pyproject: pyproject.map(str::to_string),
+        requirements_from_project: from_project.iter().map(|p| p.to_string()).collect(),
         generator: "gpuenv test".into(),
     })
 }
@@ -281,6 +283,7 @@ fn pyproject_dependencies_come_after_the_requirements_and_before_the_project() {
         false,
         &["requirements.txt"],
         Some("svc/pyproject.toml"),
+        &[],
     )
     .unwrap();
     let i = instructions(&d.text);
@@ -299,8 +302,48 @@ fn pyproject_dependencies_come_after_the_requirements_and_before_the_project() {
     ));
     assert!(at("-r requirements.txt") < at("uv pip install -r svc/pyproject.toml"));
     assert!(at("uv pip install") < at("COPY --chown=10001:10001 . ."));
-    let e = request_with("2.6.0+cu124", "3.11", None, false, &[], Some("../pyproject.toml")).unwrap_err();
+    let e = request_with(
+        "2.6.0+cu124",
+        "3.11",
+        None,
+        false,
+        &[],
+        Some("../pyproject.toml"),
+        &[],
+    )
+    .unwrap_err();
     assert!(e.to_string().contains("../pyproject.toml"), "{e}");
+}
+
+#[test]
+fn requirements_that_install_the_project_itself_come_after_it() {
+    let d = request_with(
+        "2.6.0+cu124",
+        "3.11",
+        None,
+        false,
+        &["requirements.txt", "reqs/base.txt"],
+        None,
+        &[".", "./libs/tok"],
+    )
+    .unwrap();
+    let i = instructions(&d.text);
+    let copy = i
+        .iter()
+        .position(|l| l == "COPY --chown=10001:10001 . .")
+        .unwrap();
+    let install = i
+        .iter()
+        .position(|l| l.contains("-r requirements.txt -c /opt/venv/constraints-torch.txt"))
+        .unwrap();
+    assert!(copy < install, "{}", i.join("\n"));
+    assert!(install < i.iter().position(|l| l.starts_with("USER ")).unwrap());
+    // The project's copy brings the requirements files: no COPY of their own.
+    assert!(
+        !i.iter()
+            .any(|l| l.starts_with("COPY requirements.txt") || l.starts_with("COPY reqs/"))
+    );
+    assert!(d.text.contains("(`.`, `./libs/tok`)"), "{}", d.text);
 }
 
 #[test]

@@ -69,6 +69,10 @@ pub struct ProjectNeeds {
     /// Files pulled in by `-r`/`--requirement`/`-c`/`--constraint`, as written (relative
     /// to the including file), with the line that names them.
     pub includes: Vec<(String, Origin)>,
+    /// Requirements installed from a relative path of the project tree (`-e .`,
+    /// `./libs/pkg`, `-e ./tools[dev]`), as written: pip needs those files in place, so a
+    /// Dockerfile installs such requirements after copying the project.
+    pub local_paths: Vec<(String, Origin)>,
 }
 
 impl ProjectNeeds {
@@ -83,6 +87,7 @@ impl ProjectNeeds {
             requires_python,
             index_variants,
             includes,
+            local_paths,
         } = other;
         self.torch.extend(torch);
         self.torchvision.extend(torchvision);
@@ -92,6 +97,7 @@ impl ProjectNeeds {
         }
         self.index_variants.extend(index_variants);
         self.includes.extend(includes);
+        self.local_paths.extend(local_paths);
     }
 
     fn pins_of(&mut self, normalized_name: &str) -> Option<&mut Vec<Pin>> {
@@ -394,6 +400,9 @@ fn apply_option(option: LineOption, origin: &str, needs: &mut ProjectNeeds) {
         }
         Action::Include => needs.includes.push((value, origin.to_string())),
         Action::Editable => {
+            if is_relative_path(&value) {
+                needs.local_paths.push((value.clone(), origin.to_string()));
+            }
             if let Some(name) = egg_name(&value)
                 && let Some(pins) = needs.pins_of(&name)
             {
@@ -438,6 +447,10 @@ fn strip_prefix_ignore_case<'a>(text: &'a str, prefix: &str) -> Option<&'a str> 
 /// Reads one requirement of a requirements file: PEP 508, or a URL or path as pip allows.
 fn read_requirement_line(requirement: &str, origin: &str, needs: &mut ProjectNeeds) -> Result<(), String> {
     if is_direct_reference(requirement) {
+        let location = requirement.split(';').next().unwrap_or(requirement).trim();
+        if is_relative_path(location) {
+            needs.local_paths.push((location.to_string(), origin.to_string()));
+        }
         return read_direct_reference(requirement, origin, needs);
     }
     read_pep508(requirement, origin, needs)
@@ -468,6 +481,18 @@ fn is_direct_reference(requirement: &str) -> bool {
     // pip treats an archive file name as a path even when no such file exists.
     let location = requirement.split(';').next().unwrap_or(requirement).trim();
     !location.contains('@') && is_archive(location)
+}
+
+/// Whether pip reads `location` as a path relative to where it runs (`.`, `./pkg`,
+/// `libs/pkg[extra]`, `dist/x.whl`): no URL scheme, not absolute, not from a home folder.
+fn is_relative_path(location: &str) -> bool {
+    let location = location.trim();
+    !location.is_empty()
+        && !location.contains("://")
+        && !location.starts_with(['/', '\\', '~'])
+        && !location.to_ascii_lowercase().starts_with("file:")
+        // A Windows drive (`C:\wheels`).
+        && location.as_bytes().get(1).is_none_or(|&b| b != b':')
 }
 
 fn is_archive(location: &str) -> bool {
@@ -1060,6 +1085,36 @@ numpy==1.26.4 --hash=sha256:cccc
                 ("../pins.txt", "requirements.txt:4"),
                 ("dev.txt", "requirements.txt:5"),
                 ("quoted.txt", "requirements.txt:6"),
+            ]
+        );
+    }
+
+    #[test]
+    fn requirements_installed_from_the_project_tree_are_noted() {
+        let text = "\
+-e .
+-e git+https://github.com/pytorch/vision.git@v0.19.1#egg=torchvision
+--editable ./local[dev]
+./libs/tokenizer
+dist/mylib-0.1-py3-none-any.whl ; python_version >= \"3.9\"
+/opt/wheels/other-1.0-py3-none-any.whl
+file:///srv/pkg
+https://example.com/x-1.0.tar.gz
+numpy==1.26.4
+";
+        let needs = reqs(text);
+        let got: Vec<(&str, &str)> = needs
+            .local_paths
+            .iter()
+            .map(|(p, o)| (p.as_str(), o.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (".", "requirements.txt:1"),
+                ("./local[dev]", "requirements.txt:3"),
+                ("./libs/tokenizer", "requirements.txt:4"),
+                ("dist/mylib-0.1-py3-none-any.whl", "requirements.txt:5"),
             ]
         );
     }

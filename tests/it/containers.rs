@@ -114,7 +114,11 @@ const CASES: &[Case] = &[
             "requirements.txt",
         ],
         files: &[
-            ("requirements.txt", "einops==0.8.0\n"),
+            ("requirements.txt", "-e .\neinops==0.8.0\n"),
+            (
+                "pyproject.toml",
+                "[project]\nname = \"trainer\"\nversion = \"0.1.0\"\n",
+            ),
             ("src/train.py", "print('training')\n"),
             (".git/HEAD", "ref: refs/heads/main\n"),
         ],
@@ -127,6 +131,8 @@ const CASES: &[Case] = &[
             "uv python install 3.12",
             "uv venv --seed --python 3.12 /opt/venv",
             "pip-installed torch==2.7.1+cu128",
+            // `-e .` needs the project: installed after it is copied.
+            "pip-editable .",
             "pip-installed einops==0.8.0",
             "torch-check ok 2.7.1+cu128 as 10001 in /app (writable)",
         ],
@@ -878,6 +884,7 @@ fn bad_input_is_exit_2_and_changes_nothing() {
         &[
             ("proj/requirements.txt", "einops==0.8.0\n"),
             ("elsewhere/r.txt", "x==1\n"),
+            ("editable/requirements.txt", "einops==0.8.0\n-e .\n"),
         ],
     );
     let d = dir.path();
@@ -920,6 +927,18 @@ fn bad_input_is_exit_2_and_changes_nothing() {
         (
             vec!["dockerfile", "--torch", "2.6.0", "--requirements", "nope.txt"],
             "cannot read `nope.txt`: no such file",
+        ),
+        (
+            vec![
+                "build",
+                "--torch",
+                "2.6.0",
+                "--tag",
+                "gpuenv-test/x:1",
+                "--requirements",
+                "editable/requirements.txt",
+            ],
+            "editable/requirements.txt:2 installs `.` from the project, and without --context",
         ),
         (
             vec!["dockerfile", "--torch", "1.12.1+cu102", "--python", "3.9"],
