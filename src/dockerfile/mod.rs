@@ -24,6 +24,7 @@
 //! - **Order.** torch first (gigabytes, changes least), then the requirements files alone
 //!   (and pyproject.toml's `[project] dependencies`, which uv installs without building the
 //!   project), then the rest of the project: editing code rebuilds only the last layers.
+//!   Requirements that install from the project tree (`-e .`) wait until it is copied.
 //!   torch's pins become a constraints file so no requirement can swap the build.
 //! - **Checks.** A last step imports torch as the image's user and asserts the version and
 //!   CUDA build: a wrong wheel fails the build, not the first training run.
