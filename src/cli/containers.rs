@@ -131,7 +131,9 @@ fn plan(
 ) -> Result<Plan, CliError> {
     let db = open_db(db_dir)?;
     let mut q = stack.to_query(&db)?;
-    project.apply(&mut q)?;
+    let (needs, requirement_files) = project.read_with_files()?;
+    let from_project = needs.local_paths.clone();
+    super::stack::add_to_query(needs, &mut q);
     let answer = resolve::resolve(&*db, &q)?;
     let chosen = best_stack(answer)?;
     let release = db
@@ -140,10 +142,9 @@ fn plan(
         .find(|r| r.version.to_string() == *chosen.torch)
         .ok_or_else(|| CliError::Usage(format!("torch {} is not in the database", chosen.torch)))?;
     let mut requirements = Vec::new();
-    for f in project.requirement_files()? {
+    for f in requirement_files {
         requirements.push((context_path(&f, base, what)?, f));
     }
-    let from_project = project.read()?.local_paths;
     let pyproject = match project.pyproject_file()? {
         Some(f) => Some((context_path(&f, base, what)?, f)),
         None => None,

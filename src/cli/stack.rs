@@ -209,15 +209,23 @@ fn read_requirements(
 impl ProjectArgs {
     /// Reads the project files named, merged.
     pub fn read(&self) -> Result<ProjectNeeds, CliError> {
+        Ok(self.read_with_files()?.0)
+    }
+
+    /// [`ProjectArgs::read`], and the requirements file with every file it includes
+    /// (`-r`, `-c`) in the order pip reads them, as canonical paths (empty without
+    /// `--requirements`): one reading serves both.
+    pub fn read_with_files(&self) -> Result<(ProjectNeeds, Vec<PathBuf>), CliError> {
         let mut needs = ProjectNeeds::default();
+        let mut files = Vec::new();
         if let Some(p) = &self.pyproject {
             let text = read_text(p)?;
             needs.merge(input::parse_pyproject(&p.display().to_string(), &text)?);
         }
         if let Some(r) = &self.requirements {
-            needs.merge(read_requirements(r, 0, &mut Vec::new())?);
+            needs.merge(read_requirements(r, 0, &mut files)?);
         }
-        Ok(needs)
+        Ok((needs, files))
     }
 
     /// The pyproject.toml named, as a canonical path.
@@ -231,26 +239,20 @@ impl ProjectArgs {
             .transpose()
     }
 
-    /// The requirements file and every file it includes (`-r`, `-c`), in the order pip
-    /// reads them, as canonical paths; empty without `--requirements`.
-    pub fn requirement_files(&self) -> Result<Vec<PathBuf>, CliError> {
-        let mut seen = Vec::new();
-        if let Some(r) = &self.requirements {
-            read_requirements(r, 0, &mut seen)?;
-        }
-        Ok(seen)
-    }
-
     /// Adds what the project files say to a query.
     pub fn apply(&self, q: &mut Query) -> Result<(), CliError> {
-        let needs = self.read()?;
-        q.torch.extend(needs.torch);
-        q.torchvision.extend(needs.torchvision);
-        q.torchaudio.extend(needs.torchaudio);
-        if let Some(rp) = needs.requires_python {
-            q.python.push(rp);
-        }
-        q.variants.extend(needs.index_variants);
+        add_to_query(self.read()?, q);
         Ok(())
     }
+}
+
+/// Adds what project files say (pins, `requires-python`, index variants) to a query.
+pub fn add_to_query(needs: ProjectNeeds, q: &mut Query) {
+    q.torch.extend(needs.torch);
+    q.torchvision.extend(needs.torchvision);
+    q.torchaudio.extend(needs.torchaudio);
+    if let Some(rp) = needs.requires_python {
+        q.python.push(rp);
+    }
+    q.variants.extend(needs.index_variants);
 }

@@ -109,6 +109,15 @@ macro_rules! fixture {
 #[cfg(test)]
 pub(crate) use fixture;
 
+/// A value parsed from a literal the test knows to be good.
+#[cfg(test)]
+pub(crate) fn v<T: std::str::FromStr>(s: &str) -> T
+where
+    T::Err: std::fmt::Debug,
+{
+    s.parse().unwrap()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -57,6 +57,11 @@ pub fn dockerfile_text(out: &mut dyn Write, d: &Dockerfile) -> io::Result<()> {
 /// `gpuenv dockerfile --out FILE`: what was written.
 pub fn dockerfile_written(out: &mut dyn Write, path: &str, d: &Dockerfile, stack: &Stack) -> io::Result<()> {
     writeln!(out, "wrote {path}")?;
+    stack_and_base(out, d, stack)
+}
+
+/// The stack a Dockerfile holds, its base and what it requires of the host.
+fn stack_and_base(out: &mut dyn Write, d: &Dockerfile, stack: &Stack) -> io::Result<()> {
     writeln!(out, "  stack    {}", stack_line(stack))?;
     writeln!(out, "  base     {}", d.base.image)?;
     if let Some(r) = &d.require_cuda {
@@ -98,12 +103,7 @@ pub fn built(
     if let Some(s) = b.size {
         writeln!(out, "  size     {}", human_size(s))?;
     }
-    writeln!(out, "  stack    {}", stack_line(stack))?;
-    writeln!(out, "  base     {}", d.base.image)?;
-    if let Some(r) = &d.require_cuda {
-        writeln!(out, "  requires NVIDIA_REQUIRE_CUDA={r}")?;
-    }
-    Ok(())
+    stack_and_base(out, d, stack)
 }
 
 fn chosen_json(c: &Prebuilt) -> Value {

@@ -86,7 +86,9 @@ fn pythons(b: &[&Stack]) -> String {
     }
 }
 
-fn mark(s: Severity) -> &'static str {
+/// The four-letter mark of a finding's severity, in the human reports of `query` and
+/// `verify`.
+pub(super) fn mark(s: Severity) -> &'static str {
     match s {
         Severity::Info => "ok  ",
         Severity::Warning => "warn",

@@ -4,18 +4,10 @@ use std::io::{self, Write};
 
 use serde_json::json;
 
+use super::query::mark;
 use super::{SCHEMA_VERSION, write_json};
 use crate::resolve::Severity;
 use crate::verify::Verification;
-
-fn mark(s: Severity) -> &'static str {
-    match s {
-        Severity::Info => "ok  ",
-        Severity::Warning => "warn",
-        Severity::Conditional => "cond",
-        Severity::Incompatible => "FAIL",
-    }
-}
 
 /// Prints a verification.
 pub fn verify(out: &mut dyn Write, v: &Verification, json_out: bool) -> io::Result<()> {

@@ -339,16 +339,9 @@ pub fn smi_failure(exit_code: Option<i32>, stdout: &str, stderr: &str) -> SmiFai
 
 #[cfg(test)]
 mod tests {
-    use super::super::fixture;
+    use super::super::{fixture, v};
     use super::*;
     use crate::model::ComputeCapability;
-
-    fn v<T: std::str::FromStr>(s: &str) -> T
-    where
-        T::Err: std::fmt::Debug,
-    {
-        s.parse().unwrap()
-    }
 
     #[test]
     fn query_fields_count() {

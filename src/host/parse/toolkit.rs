@@ -176,15 +176,8 @@ pub fn nvidia_ctk_version(text: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::fixture;
+    use super::super::{fixture, v};
     use super::*;
-
-    fn v<T: std::str::FromStr>(s: &str) -> T
-    where
-        T::Err: std::fmt::Debug,
-    {
-        s.parse().unwrap()
-    }
 
     #[test]
     fn proc_versions() {
