@@ -28,7 +28,7 @@ pub struct HostArgs {
 impl HostArgs {
     /// Probes (or replays) the host, with these interpreters besides the ones found, and
     /// applies the overrides.
-    pub fn report(&self, pythons: &[String]) -> Result<HostReport, CliError> {
+    pub fn report(&self, pythons: &[String], db: &crate::db::Db) -> Result<HostReport, CliError> {
         let opts = ProbeOptions {
             pythons: pythons.to_vec(),
             deadline: Duration::from_secs(self.probe_timeout.max(1) + 5),
@@ -59,7 +59,18 @@ impl HostArgs {
                 }
             }
         };
-        overrides::apply(&mut report, |k| std::env::var(k).ok())
+        // GPUENV_GPUS is read as `--gpu` is: a name no record answers to is an error.
+        let gpus = |text: &str| -> Result<Vec<(String, u32)>, String> {
+            db.gpus_written(text)
+                .map(|found| {
+                    found
+                        .into_iter()
+                        .map(|(m, n)| (m.chosen.name.clone(), n))
+                        .collect()
+                })
+                .map_err(|e| e.to_string())
+        };
+        overrides::apply(&mut report, |k| std::env::var(k).ok(), &gpus)
             .map_err(|e| CliError::Usage(e.to_string()))?;
         Ok(report)
     }

@@ -493,7 +493,7 @@ fn dispatch(cli: &Cli, out: &mut dyn Write) -> Result<Exit, CliError> {
         }
         Command::Doctor(args) => {
             let db = open_db(&cli.db)?;
-            let host = args.host.report(&args.python)?;
+            let host = args.host.report(&args.python, &db)?;
             let checks = crate::judge::doctor(
                 &db,
                 &host,
@@ -541,7 +541,7 @@ fn verify(cli: &Cli, args: &VerifyArgs, out: &mut dyn Write) -> Result<Exit, Cli
             host_facts: args.host_facts.clone(),
             ..HostArgs::default()
         };
-        let host = host_args.report(&[])?;
+        let host = host_args.report(&[], &db)?;
         target.driver = host.driver.as_ref().map(|d| d.value.clone());
         target.driver_cuda = host.driver_cuda.as_ref().map(|c| c.value.clone());
         let (asks, _) = crate::judge::host_gpus(&db, &host);
@@ -619,7 +619,7 @@ fn check(cli: &Cli, args: &CheckArgs, out: &mut dyn Write) -> Result<Exit, CliEr
     flag!(memory, args.expect_memory);
     flag!(disk, args.expect_disk);
 
-    let host = args.host.report(&args.python_path)?;
+    let host = args.host.report(&args.python_path, &db)?;
     let acceptance = crate::judge::accept(&db, &host, &expect).map_err(CliError::Usage)?;
 
     // The project's needs from the flags and files; the machine from the host, unless a
@@ -627,6 +627,10 @@ fn check(cli: &Cli, args: &CheckArgs, out: &mut dyn Write) -> Result<Exit, CliEr
     let mut q = args.stack.to_query(&db)?;
     args.project.apply(&mut q)?;
     let machine = crate::judge::machine_query(&db, &host);
+    // The host's lack of a GPU or driver is a fact unless the flags name both instead.
+    if q.gpus.is_empty() || q.driver.is_none() {
+        q.no_cuda_device = machine.no_cuda_device;
+    }
     if q.gpus.is_empty() {
         q.gpus = machine.gpus;
     }

@@ -8,7 +8,8 @@ use clap::Args;
 use super::CliError;
 use crate::db::Db;
 use crate::model::{
-    DriverVersion, GlibcVersion, PartialDate, Variant, glibc_of_os, known_os, local_variant, parse_specifiers,
+    DriverVersion, GlibcVersion, PartialDate, Reading, SeriesOf, Variant, VersionSpecifiers, glibc_of_os,
+    known_os, local_variant, read_series,
 };
 use crate::resolve::input::{self, ProjectNeeds};
 use crate::resolve::{CudaAsk, GpuAsk, Pin, Query};
@@ -16,19 +17,22 @@ use crate::resolve::{CudaAsk, GpuAsk, Pin, Query};
 /// What the project needs and what the machine has.
 #[derive(Debug, Args, Clone, Default)]
 pub struct StackArgs {
-    /// torch version or specifier: `2.7.0`, `>=2.4,<2.6`, `2.4.1+cu121`.
+    /// torch version or specifier: `2.4` (any 2.4.x), `2.7.0`, `>=2.4,<2.6`, `2.4.1+cu121`.
     #[arg(long, value_name = "SPEC")]
     pub torch: Option<String>,
-    /// Python version or specifier: `3.11`, `>=3.10`.
+    /// Python version or specifier: `3.11`, `3` (any 3.x), `>=3.10`.
     #[arg(long, value_name = "SPEC")]
     pub python: Option<String>,
-    /// CUDA of the torch build: `12.1`, `>=12.4`, `cu121`, `cpu`.
+    /// CUDA of the torch build: `12.1`, `12` (any 12.x), `>=12.4`, `cu121`, `cpu`.
     #[arg(long, value_name = "SPEC")]
     pub cuda: Option<String>,
-    /// A GPU, by name or alias; repeat for mixed machines, or `NAMExN` for N of them.
+    /// A GPU as listings and nvidia-smi write it (`H100`, `A100 80G SXM4`,
+    /// `NVIDIA H100 80GB HBM3`), with a count (`8x H800`, `H800x8`, `8*A800`); repeat it or
+    /// separate with commas for mixed machines.
     #[arg(long, value_name = "NAME")]
     pub gpu: Vec<String>,
-    /// The NVIDIA driver version: `535.104.05`.
+    /// The NVIDIA driver: a version (`535.104.05`) or a branch (`535`, `R535`, `535.x`,
+    /// read as the branch's earliest release).
     #[arg(long, value_name = "VERSION")]
     pub driver: Option<String>,
     /// The host's OS as in image tags (`ubuntu22.04`, `rockylinux9`, `centos7`): sets glibc.
@@ -42,32 +46,62 @@ pub struct StackArgs {
     pub extensions: bool,
 }
 
-fn spec(flag: &str, text: &str) -> Result<crate::model::VersionSpecifiers, CliError> {
-    parse_specifiers(text).map_err(|e| CliError::Usage(format!("{flag}: {e}")))
-}
-
-/// A GPU by name, or `NAMExN` for N of them (the whole name is tried first).
-fn gpu_ask(db: &Db, text: &str) -> Result<GpuAsk, CliError> {
-    if let Ok(g) = db.gpu(text) {
-        return Ok(GpuAsk {
-            gpu: g.clone(),
-            count: 1,
+fn series(flag: &str, of: SeriesOf, text: &str, q: &mut Query) -> Result<VersionSpecifiers, CliError> {
+    let (specs, note) = read_series(of, text).map_err(|e| CliError::Usage(format!("{flag}: {e}")))?;
+    if let Some(note) = note {
+        q.readings.push(Reading {
+            input: flag.to_string(),
+            given: text.trim().to_string(),
+            read_as: specs.to_string(),
+            note,
         });
     }
-    let (name, count) = crate::host::overrides::split_count(text);
-    let t = text.trim_end();
-    if t.trim_end_matches('0').len() < t.len() && t.trim_end_matches('0').ends_with(['x', '×', ' ']) {
-        return Err(CliError::Usage(format!(
-            "--gpu `{text}`: the count must be at least 1"
-        )));
-    }
-    match db.gpu(&name) {
-        Ok(g) => Ok(GpuAsk {
-            gpu: g.clone(),
+    Ok(specs)
+}
+
+/// GPUs as written (`8x H800`, `A100 80G SXM4`, a comma-separated list), each with the
+/// record used and, when the name covers several records, why that one.
+pub(crate) fn gpu_asks(db: &Db, flag: &str, text: &str) -> Result<(Vec<GpuAsk>, Vec<Reading>), CliError> {
+    let found = db.gpus_written(text).map_err(|e| match e {
+        crate::db::GpuTextError::Lookup(l) => CliError::Lookup(l),
+        crate::db::GpuTextError::Count(c) => CliError::Usage(format!("{flag}: {c}")),
+    })?;
+    let mut asks = Vec::new();
+    let mut readings = Vec::new();
+    for (m, count) in found {
+        if let Some(why) = &m.why {
+            readings.push(Reading {
+                input: flag.to_string(),
+                given: text.trim().to_string(),
+                read_as: m.chosen.name.clone(),
+                note: why.clone(),
+            });
+        }
+        asks.push(GpuAsk {
+            gpu: m.chosen.clone(),
             count,
-        }),
-        Err(e) => Err(e.into()),
+        });
     }
+    Ok((asks, readings))
+}
+
+/// A driver as written where one driver is meant: a release, or a branch read as its
+/// earliest release (noted).
+pub(crate) fn driver_ask(
+    db: &Db,
+    flag: &str,
+    text: &str,
+) -> Result<(DriverVersion, Option<Reading>), CliError> {
+    let (v, note) = db
+        .driver_written(text)
+        .map_err(|e| CliError::Usage(format!("{flag}: {e}")))?;
+    let reading = note.map(|note| Reading {
+        input: flag.to_string(),
+        given: text.trim().to_string(),
+        read_as: v.to_string(),
+        note,
+    });
+    Ok((v, reading))
 }
 
 impl StackArgs {
@@ -75,7 +109,7 @@ impl StackArgs {
     pub fn to_query(&self, db: &Db) -> Result<Query, CliError> {
         let mut q = Query::default();
         if let Some(t) = &self.torch {
-            let specifiers = spec("--torch", t)?;
+            let specifiers = series("--torch", SeriesOf::Torch, t, &mut q)?;
             let variant = specifiers.iter().find_map(|s| local_variant(s.version()));
             q.torch.push(Pin {
                 specifiers,
@@ -85,29 +119,32 @@ impl StackArgs {
             });
         }
         if let Some(p) = &self.python {
-            q.python.push((spec("--python", p)?, "--python".into()));
+            let specs = series("--python", SeriesOf::Python, p, &mut q)?;
+            q.python.push((specs, "--python".into()));
         }
         if let Some(c) = &self.cuda {
             let ask = match c.trim() {
                 "cpu" => CudaAsk::Cpu,
                 t if t.starts_with("cu") => {
                     let v: Variant = t.parse().map_err(|e| CliError::Usage(format!("--cuda: {e}")))?;
-                    let cuda = v.cuda().expect("a cu tag has a CUDA version");
-                    CudaAsk::Spec(spec("--cuda", &cuda.to_string())?)
+                    let cuda = v
+                        .cuda()
+                        .ok_or_else(|| CliError::Usage(format!("--cuda: `{t}` names no CUDA version")))?;
+                    CudaAsk::Spec(series("--cuda", SeriesOf::Cuda, &cuda.to_string(), &mut q)?)
                 }
-                t => CudaAsk::Spec(spec("--cuda", t)?),
+                t => CudaAsk::Spec(series("--cuda", SeriesOf::Cuda, t, &mut q)?),
             };
             q.cuda = Some((ask, "--cuda".into()));
         }
         for g in &self.gpu {
-            q.gpus.push(gpu_ask(db, g)?);
+            let (asks, readings) = gpu_asks(db, "--gpu", g)?;
+            q.gpus.extend(asks);
+            q.readings.extend(readings);
         }
         if let Some(d) = &self.driver {
-            q.driver = Some(
-                d.trim()
-                    .parse::<DriverVersion>()
-                    .map_err(|e| CliError::Usage(format!("--driver: {e}")))?,
-            );
+            let (v, reading) = driver_ask(db, "--driver", d)?;
+            q.driver = Some(v);
+            q.readings.extend(reading);
         }
         if let Some(os) = &self.os {
             let glibc = glibc_of_os(os).ok_or_else(|| {

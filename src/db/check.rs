@@ -196,6 +196,7 @@ pub(crate) fn build(files: &[SourceFile]) -> (Db, Vec<Problem>) {
     check_cudnn(&mut ck, &cudnn);
     check_drivers(&mut ck, &drivers, &cuda);
     check_gpus(&mut ck, &gpus, &drivers);
+    check_gpu_names_resolve(&mut ck, &gpus);
     check_torch(&mut ck, &torch, &cuda, &cudnn, &python);
     check_images(&mut ck, &images, &cuda, &cudnn, &python, &torch);
 
@@ -529,6 +530,49 @@ fn check_gpus(ck: &mut Checker<'_>, records: &[(usize, Gpu)], drivers: &[(usize,
                 None => {
                     names.insert(n, (idx, g.name.clone()));
                 }
+            }
+        }
+    }
+}
+
+/// Every name and alias must find its own record when looked up as users look names up
+/// (by tokens, see `lookup`): a name that another record answers to first would make the
+/// record unreachable under that name.
+fn check_gpu_names_resolve(ck: &mut Checker<'_>, records: &[(usize, Gpu)]) {
+    let gpus: Vec<Gpu> = records
+        .iter()
+        .map(|(idx, g)| Gpu {
+            id: idx.to_string(),
+            ..g.clone()
+        })
+        .collect();
+    for (idx, g) in records {
+        let all = std::iter::once((KeyPath::key("name"), &g.name)).chain(
+            g.aliases
+                .iter()
+                .enumerate()
+                .map(|(i, a)| (KeyPath::key("aliases").index(i), a)),
+        );
+        for (key, name) in all {
+            let Some(m) = super::lookup::match_gpu(&gpus, name) else {
+                continue; // an empty name is reported above
+            };
+            // The same spelling under two records is reported once, as a duplicate above.
+            let spelled_there = std::iter::once(&m.chosen.name)
+                .chain(&m.chosen.aliases)
+                .any(|n| normalize(n) == normalize(name));
+            if m.chosen.id != idx.to_string() && !spelled_there {
+                let other = m.chosen.id.parse::<usize>().unwrap_or(*idx);
+                let other_path = ck.files[other].path.to_string();
+                ck.report(
+                    *idx,
+                    key,
+                    ProblemKind::DuplicateAlias,
+                    format!(
+                        "`{name}` finds `{}` in `{other_path}` instead: its words name that GPU too",
+                        m.chosen.name
+                    ),
+                );
             }
         }
     }

@@ -1,30 +1,326 @@
 //! Finding records by the names people type: canonical names, aliases, versions, tags.
 //!
-//! GPU names compare case- and punctuation-insensitively, ignoring the brand words that
-//! `nvidia-smi` prefixes ("NVIDIA", "Tesla", "GeForce"): `h100`, `H100-SXM5-80GB` and
-//! `NVIDIA H100 80GB HBM3` all reach the H100 SXM. Versions compare as versions: `12.4`
-//! finds CUDA 12.4.0, `2.4.1+cu121` finds torch 2.4.1, `535.104.05` finds branch R535.
+//! GPU names are read as tokens, in any order, case- and punctuation-insensitively:
+//! identity words (`a100`, `rtx`, `4090`, `d`, `nvl`), memory (`80G` and `80GB` alike),
+//! form factor (`sxm`, `sxm4`, `pcie`), memory type (`hbm3`) and architecture (`sm_90`);
+//! the vendor words `nvidia`, `tesla`, `geforce` and the word `gpu` are dropped. A name
+//! covers a record when its identity words are those of the record's name or of one of
+//! its aliases, and no other token contradicts the record: `A100 80G SXM4`, `A100-80G`
+//! and `NVIDIA A100-SXM4-80GB` all cover the A100 80GB SXM, and `A100 40G` never does.
+//! compat-db's names and aliases stay the only spellings; nothing here lists others.
+//!
+//! A name may cover several records (`A100`: 40 and 80 GB, SXM and PCIe). Acceptance
+//! takes any of them ([`GpuMatch::records`]); a query needs one and uses the record whose
+//! own name or alias is written out in full in the input (`A100` is an alias of the A100
+//! 80GB SXM), saying so ([`GpuMatch::why`]).
+//!
+//! Versions compare as versions: `12.4` finds CUDA 12.4.0, `2.4.1+cu121` finds torch
+//! 2.4.1, `535.104.05`, `535`, `R535` and `535.x` find branch R535.
 
 use serde::Serialize;
 
 use super::records::*;
 use super::{Db, Kind};
-use crate::model::{CudaVersion, CudnnVersion, DriverVersion, parse_version, public};
+use crate::model::{
+    CudaVersion, CudnnVersion, DriverInput, DriverVersion, ParseError, count_candidates, parse_version,
+    public,
+};
 
-/// Brand words that add nothing to a GPU's identity.
-const BRAND_WORDS: [&str; 3] = ["nvidia", "tesla", "geforce"];
+/// Words that add nothing to a GPU's identity, wherever they stand.
+const NOISE_WORDS: [&str; 5] = ["nvidia", "tesla", "geforce", "gpu", "gpus"];
 
-/// Lowercase letters and digits only, without leading brand words: the form names compare in.
+/// Lowercase letters and digits only, without the noise words: the form names are
+/// suggested in.
 pub fn normalize(name: &str) -> String {
     let lower = name.to_lowercase();
-    let mut words: Vec<&str> = lower
+    let words: Vec<&str> = lower
         .split(|c: char| !c.is_alphanumeric())
         .filter(|w| !w.is_empty())
         .collect();
-    while words.len() > 1 && BRAND_WORDS.contains(&words[0]) {
-        words.remove(0);
+    let kept: Vec<&str> = words
+        .iter()
+        .copied()
+        .filter(|w| !NOISE_WORDS.contains(w))
+        .collect();
+    if kept.is_empty() {
+        words.concat()
+    } else {
+        kept.concat()
     }
-    words.concat()
+}
+
+/// A GPU name read as tokens.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct GpuTokens {
+    /// Identity words, lowercase, in the order written.
+    model: Vec<String>,
+    /// Memory sizes, GB (`80G`, `80 GB`, `80GiB`).
+    memory: Vec<f64>,
+    /// Form factors: `pcie`, `sxm`, `sxm4`...
+    forms: Vec<String>,
+    /// Memory types: `hbm3`, `gddr6x`...
+    memory_types: Vec<String>,
+    /// Architectures written as `sm_90`: `(major, minor)`.
+    sm: Vec<(u32, u32)>,
+}
+
+fn memory_size(token: &str) -> Option<f64> {
+    let digits = token.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    let unit = &token[digits.len()..];
+    if digits.is_empty() || !matches!(unit, "g" | "gb" | "gib") {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+fn is_form(token: &str) -> bool {
+    token == "pcie"
+        || token
+            .strip_prefix("sxm")
+            .is_some_and(|n| n.chars().all(|c| c.is_ascii_digit()))
+}
+
+fn is_memory_type(token: &str) -> bool {
+    ["hbm", "gddr"].iter().any(|p| {
+        token
+            .strip_prefix(p)
+            .is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_digit()))
+    })
+}
+
+/// `sm_90`, `sm90`, `sm_120`: the compute capability it names.
+fn sm_token(token: &str) -> Option<(u32, u32)> {
+    let digits = token.strip_prefix("sm")?.trim_start_matches('_');
+    let digits = digits.trim_end_matches(['a', 'f']);
+    if !(2..=3).contains(&digits.len()) || !digits.chars().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    let (major, minor) = digits.split_at(digits.len() - 1);
+    Some((major.parse().ok()?, minor.parse().ok()?))
+}
+
+impl GpuTokens {
+    fn read(name: &str) -> GpuTokens {
+        let lower = name.to_lowercase();
+        let mut raw: Vec<&str> = Vec::new();
+        for word in lower
+            .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .filter(|w| !w.is_empty())
+        {
+            if sm_token(word).is_some() {
+                raw.push(word);
+            } else {
+                raw.extend(word.split('_').filter(|w| !w.is_empty()));
+            }
+        }
+        let mut t = GpuTokens::default();
+        let mut i = 0;
+        while i < raw.len() {
+            let w = raw[i];
+            // `80 GB`: a number and its unit written apart.
+            let joined = raw
+                .get(i + 1)
+                .filter(|u| matches!(**u, "g" | "gb" | "gib") && w.chars().all(|c| c.is_ascii_digit()))
+                .map(|u| format!("{w}{u}"));
+            if let Some(size) = joined.as_deref().and_then(memory_size) {
+                t.memory.push(size);
+                i += 2;
+                continue;
+            }
+            if NOISE_WORDS.contains(&w) {
+            } else if let Some(size) = memory_size(w) {
+                t.memory.push(size);
+            } else if is_form(w) {
+                t.forms.push(w.to_string());
+            } else if is_memory_type(w) {
+                t.memory_types.push(w.to_string());
+            } else if let Some(cc) = sm_token(w) {
+                t.sm.push(cc);
+            } else {
+                t.model.push(w.to_string());
+            }
+            i += 1;
+        }
+        t
+    }
+
+    /// Whether the identity words are the same: as a set in any order (`NVL H100`), or
+    /// run together (`RTX5090` is `RTX 5090`).
+    fn same_model(&self, other: &GpuTokens) -> bool {
+        if self.model.is_empty() || other.model.is_empty() {
+            return false;
+        }
+        let mut a = self.model.clone();
+        let mut b = other.model.clone();
+        a.sort();
+        b.sort();
+        a == b || self.model.concat() == other.model.concat()
+    }
+}
+
+fn same_size(a: f64, b: f64) -> bool {
+    // Sizes as sold and as printed differ by rounding, never by 5%: 40 vs 80 GB, 80 vs 94.
+    (a - b).abs() <= 0.05 * a.max(b)
+}
+
+/// Whether form factor `a` (written) agrees with `b` (known): equal, or one of them is a
+/// plain `sxm` of unspecified generation.
+fn same_form(a: &str, b: &str) -> bool {
+    a == b || (a.starts_with("sxm") && b.starts_with("sxm") && (a == "sxm" || b == "sxm"))
+}
+
+/// A record's names, read once per lookup.
+struct Named<'a> {
+    gpu: &'a Gpu,
+    /// The name and every alias, each with its tokens.
+    forms: Vec<(&'a str, GpuTokens)>,
+}
+
+impl<'a> Named<'a> {
+    fn new(gpu: &'a Gpu) -> Named<'a> {
+        let forms = std::iter::once(gpu.name.as_str())
+            .chain(gpu.aliases.iter().map(String::as_str))
+            .map(|n| (n, GpuTokens::read(n)))
+            .collect();
+        Named { gpu, forms }
+    }
+
+    fn memory_fits(&self, size: f64) -> bool {
+        same_size(size, self.gpu.memory_gib)
+            || self
+                .forms
+                .iter()
+                .any(|(_, t)| t.memory.iter().any(|m| same_size(size, *m)))
+    }
+
+    fn form_fits(&self, form: &str) -> bool {
+        let own = serde_json::to_value(self.gpu.form_factor)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
+        // The record's form factor decides, not its aliases: an alias that says otherwise
+        // is a curation error the linter reports.
+        same_form(form, &own)
+    }
+
+    fn memory_type_fits(&self, kind: &str) -> bool {
+        self.gpu
+            .memory_type
+            .as_deref()
+            .is_some_and(|m| m.eq_ignore_ascii_case(kind))
+            || self
+                .forms
+                .iter()
+                .any(|(_, t)| t.memory_types.iter().any(|m| m == kind))
+    }
+
+    /// Whether `input` names this GPU: its identity words are those of one of the
+    /// record's names, and none of its other tokens contradicts the record.
+    fn covered_by(&self, input: &GpuTokens) -> bool {
+        let cc = self.gpu.compute_capability;
+        self.forms.iter().any(|(_, t)| t.same_model(input))
+            && input.memory.iter().all(|m| self.memory_fits(*m))
+            && input.forms.iter().all(|f| self.form_fits(f))
+            && input.memory_types.iter().all(|k| self.memory_type_fits(k))
+            && input.sm.iter().all(|s| *s == (cc.major.into(), cc.minor.into()))
+    }
+
+    /// The longest of the record's names that `input` writes out in full (every token of
+    /// it is in the input), with its length in tokens.
+    fn written_in_full(&self, input: &GpuTokens) -> Option<(usize, &'a str)> {
+        self.forms
+            .iter()
+            .filter(|(_, t)| {
+                t.same_model(input)
+                    && t.memory
+                        .iter()
+                        .all(|m| input.memory.iter().any(|i| same_size(*i, *m)))
+                    && t.forms
+                        .iter()
+                        .all(|f| input.forms.iter().any(|i| same_form(i, f)))
+                    && t.memory_types.iter().all(|k| input.memory_types.contains(k))
+            })
+            .map(|(n, t)| {
+                (
+                    t.model.len() + t.memory.len() + t.forms.len() + t.memory_types.len(),
+                    *n,
+                )
+            })
+            .max_by_key(|(len, _)| *len)
+    }
+}
+
+/// The GPU records a written name covers.
+#[derive(Debug, Clone)]
+pub struct GpuMatch<'a> {
+    /// Every record the name covers, in database order.
+    pub records: Vec<&'a Gpu>,
+    /// The record an answer about one GPU uses.
+    pub chosen: &'a Gpu,
+    /// Why that one, when the name covers several.
+    pub why: Option<String>,
+}
+
+impl GpuMatch<'_> {
+    /// Whether the name covers the record with this id.
+    pub fn covers(&self, id: &str) -> bool {
+        self.records.iter().any(|g| g.id == id)
+    }
+}
+
+/// Matches a written GPU name against records (the database's, or a linter's).
+pub fn match_gpu<'a>(gpus: &'a [Gpu], name: &str) -> Option<GpuMatch<'a>> {
+    if let Some(g) = gpus.iter().find(|g| g.id == name.trim()) {
+        return Some(GpuMatch {
+            records: vec![g],
+            chosen: g,
+            why: None,
+        });
+    }
+    let input = GpuTokens::read(name);
+    let named: Vec<Named<'a>> = gpus
+        .iter()
+        .map(Named::new)
+        .filter(|n| n.covered_by(&input))
+        .collect();
+    let best = named
+        .iter()
+        .filter_map(|n| n.written_in_full(&input).map(|(len, form)| (len, form, n.gpu)))
+        .fold(None::<(usize, &str, &Gpu)>, |acc, x| match acc {
+            Some(a) if a.0 >= x.0 => Some(a),
+            _ => Some(x),
+        });
+    let records: Vec<&Gpu> = named.iter().map(|n| n.gpu).collect();
+    let (chosen, because) = match best {
+        Some((_, form, g)) => (g, format!("which compat-db names `{form}`")),
+        None => (*records.first()?, "the first of them in compat-db".to_string()),
+    };
+    let why = (records.len() > 1).then(|| {
+        let names: Vec<&str> = records.iter().map(|g| g.name.as_str()).collect();
+        let other = records
+            .iter()
+            .find(|g| g.id != chosen.id)
+            .map_or(String::new(), |g| format!(" (`{}`)", g.name));
+        format!(
+            "`{}` names {} GPUs in compat-db ({}); used the {}, {because}; name another in full{other} to choose it",
+            name.trim(),
+            records.len(),
+            names.join(", "),
+            chosen.name,
+        )
+    });
+    Some(GpuMatch { records, chosen, why })
+}
+
+/// Written GPUs that cannot be read: a count out of range, or a name no record answers to.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GpuTextError {
+    /// `H100x0`, `H100x99999999`.
+    #[error(transparent)]
+    Count(#[from] ParseError),
+    /// No record answers to the name.
+    #[error(transparent)]
+    Lookup(#[from] LookupError),
 }
 
 /// A record found by [`Db::find`].
@@ -127,8 +423,11 @@ fn closest<'a>(wanted: &str, candidates: impl Iterator<Item = (String, &'a str)>
 fn strip_word<'a>(s: &'a str, words: &[&str]) -> &'a str {
     let t = s.trim();
     for w in words {
-        if t.len() > w.len() && t[..w.len()].eq_ignore_ascii_case(w) {
-            return t[w.len()..].trim_start_matches([' ', '-', '_']);
+        // `get` rather than slicing: the input may hold non-ASCII characters.
+        if let (Some(head), Some(rest)) = (t.get(..w.len()), t.get(w.len()..)) {
+            if !rest.is_empty() && head.eq_ignore_ascii_case(w) {
+                return rest.trim_start_matches([' ', '-', '_']);
+            }
         }
     }
     t
@@ -221,13 +520,9 @@ impl Db {
                 ))
             }
             Kind::Driver => {
-                let text = strip_word(name, &["r", "driver"]);
-                let branch = text
-                    .parse::<u32>()
-                    .ok()
-                    .or_else(|| text.parse::<DriverVersion>().ok().map(|v| v.branch()));
-                if let Some(b) = branch {
-                    if let Some(r) = self.drivers.iter().find(|r| r.branch == b) {
+                let text = strip_word(name, &["driver"]);
+                if let Ok(input) = text.parse::<DriverInput>() {
+                    if let Some(r) = self.drivers.iter().find(|r| r.branch == input.branch()) {
                         return Ok(Found::Driver(r));
                     }
                 }
@@ -240,15 +535,17 @@ impl Db {
         }
     }
 
-    /// Finds a GPU by canonical name or alias.
+    /// Finds the GPU a name stands for: the one record it covers, or, when it covers
+    /// several, the one [`Db::gpu_match`] chooses.
     pub fn gpu(&self, name: &str) -> Result<&Gpu, LookupError> {
-        let n = normalize(name);
-        if let Some(g) = self
-            .gpus
-            .iter()
-            .find(|g| normalize(&g.name) == n || g.aliases.iter().any(|a| normalize(a) == n) || g.id == name)
-        {
-            return Ok(g);
+        self.gpu_match(name).map(|m| m.chosen)
+    }
+
+    /// Every GPU record a written name covers (see the module's doc for how names are
+    /// read), and the one chosen when a single GPU is needed.
+    pub fn gpu_match(&self, name: &str) -> Result<GpuMatch<'_>, LookupError> {
+        if let Some(m) = match_gpu(&self.gpus, name) {
+            return Ok(m);
         }
         let candidates = self.gpus.iter().flat_map(|g| {
             std::iter::once((g.name.clone(), g.name.as_str()))
@@ -260,6 +557,88 @@ impl Db {
             suggestions: closest(name, candidates),
             ambiguous: false,
         })
+    }
+
+    /// Reads GPUs as people write them: a comma-separated list of names, each with an
+    /// optional count before or after it (`8x H800`, `H800x8`, `8*A800`, `A800*8`,
+    /// `8×A800`, `8卡 A800`, `8x H100 SXM, 2x A100`). The whole of each item is tried as a
+    /// name first, so `RTX 5090` and `4090` stay names.
+    pub fn gpus_written(&self, text: &str) -> Result<Vec<(GpuMatch<'_>, u32)>, GpuTextError> {
+        let mut out = Vec::new();
+        for item in text.split(',') {
+            if item.trim().is_empty() && text.contains(',') {
+                continue; // `H100x8,` : a trailing comma
+            }
+            out.push(self.gpu_written(item)?);
+        }
+        Ok(out)
+    }
+
+    fn gpu_written(&self, item: &str) -> Result<(GpuMatch<'_>, u32), GpuTextError> {
+        let mut whole: Option<LookupError> = None;
+        let mut named: Option<LookupError> = None;
+        let mut count: Option<ParseError> = None;
+        for (i, candidate) in count_candidates(item).into_iter().enumerate() {
+            match candidate {
+                Ok((name, n)) => match self.gpu_match(&name) {
+                    Ok(m) => return Ok((m, n)),
+                    Err(e) if i == 0 => whole = Some(e),
+                    Err(e) => {
+                        named.get_or_insert(e);
+                    }
+                },
+                Err(e) => {
+                    count.get_or_insert(e);
+                }
+            }
+        }
+        // The most specific complaint: a bad count, then the name beside a count, then
+        // the whole text as a name.
+        Err(match (count, named, whole) {
+            (Some(c), _, _) => c.into(),
+            (None, Some(n), _) => n.into(),
+            (None, None, Some(w)) => w.into(),
+            (None, None, None) => LookupError {
+                kind: Kind::Gpu,
+                name: item.to_string(),
+                suggestions: Vec::new(),
+                ambiguous: false,
+            }
+            .into(),
+        })
+    }
+
+    /// Reads a driver given where one driver is meant (`query --driver`, `verify --driver`):
+    /// a release is itself; a branch (`535`, `R535`, `535.x`) stands for its earliest
+    /// release in compat-db, the one a verdict for the whole branch must assume, and the
+    /// second value says so.
+    pub fn driver_written(&self, text: &str) -> Result<(DriverVersion, Option<String>), ParseError> {
+        match text.parse::<DriverInput>()? {
+            DriverInput::Version(v) => Ok((v, None)),
+            DriverInput::Branch(b) => {
+                let first = self
+                    .drivers
+                    .iter()
+                    .find(|r| r.branch == b)
+                    .and_then(|r| r.first_version.clone());
+                match first {
+                    Some(v) => {
+                        let note = format!(
+                            "`{}` is a branch: read as {v}, the earliest R{b} release in compat-db (a later {b}.x release can only do better)",
+                            text.trim()
+                        );
+                        Ok((v, Some(note)))
+                    }
+                    None => Err(ParseError::new(
+                        "driver version",
+                        text,
+                        format!(
+                            "compat-db knows no release of branch R{b}; give the full version, as `nvidia-smi` prints it (e.g. {b}.xx.yy)"
+                        ),
+                    )),
+                }
+            }
+        }
     }
 
     /// Finds an image by id, `repository:tag` or tag; for `nvidia/cuda`, any tag of a family.
@@ -337,6 +716,226 @@ mod tests {
         assert_eq!(normalize("Tesla V100-SXM2-16GB"), "v100sxm216gb");
         assert_eq!(normalize("NVIDIA GeForce RTX 4090"), "rtx4090");
         assert_eq!(normalize("nvidia"), "nvidia");
+    }
+
+    fn db() -> &'static Db {
+        Db::embedded().unwrap()
+    }
+
+    /// The record a name resolves to, by canonical name.
+    fn resolved(name: &str) -> Option<String> {
+        db().gpu(name).ok().map(|g| g.name.clone())
+    }
+
+    fn covered(name: &str) -> Vec<String> {
+        db().gpu_match(name)
+            .map(|m| m.records.iter().map(|g| g.name.clone()).collect())
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn memory_is_a_token_and_g_is_gb() {
+        for (name, want) in [
+            ("A100 80G SXM4", "A100 80GB SXM"),
+            ("A100-80G", "A100 80GB SXM"),
+            ("A100 80 GB SXM", "A100 80GB SXM"),
+            ("A100 80GB PCIe", "A100 80GB PCIe"),
+            ("A100 40G", "A100 40GB SXM"),
+            ("A100 40G PCIe", "A100 40GB PCIe"),
+            ("H800 80G", "H800"),
+            ("L20 48G", "L20"),
+            ("H20 96G", "H20"),
+            ("4090 24G", "RTX 4090"),
+            ("RTX 4090 24GB", "RTX 4090"),
+            ("V100 32G", "V100 SXM2 32GB"),
+            ("GH200 480GB", "GH200"),
+            ("H200 141G", "H200 SXM"),
+        ] {
+            assert_eq!(resolved(name).as_deref(), Some(want), "{name}");
+        }
+    }
+
+    #[test]
+    fn form_factor_and_vendor_words_stand_anywhere() {
+        for (name, want) in [
+            ("SXM4 A100 80G", "A100 80GB SXM"),
+            ("PCIe A100 80GB", "A100 80GB PCIe"),
+            ("H100 PCIe", "H100 PCIe"),
+            ("PCIe H100", "H100 PCIe"),
+            ("NVL H100", "H100 NVL"),
+            ("H100 NVL 94G", "H100 NVL"),
+            ("NVIDIA H100 80GB HBM3", "H100 SXM"),
+            ("H100 SXM5", "H100 SXM"),
+            ("H800 SXM5 80G", "H800"),
+            ("GeForce RTX 4090", "RTX 4090"),
+            ("RTX 4090 GeForce", "RTX 4090"),
+            ("Tesla T4", "T4"),
+            ("NVIDIA A10G", "A10G"),
+            ("RTX5090", "RTX 5090"),
+            ("rtx4090d", "RTX 4090 D"),
+            ("RTX 4090 D", "RTX 4090 D"),
+            ("Tesla V100-PCIE-32GB", "V100 PCIe 32GB"),
+            ("NVIDIA H100 sm_90", "H100 SXM"),
+            ("8x H100 GPU", "H100 SXM"),
+        ] {
+            let got = resolved(name.trim_start_matches("8x "));
+            assert_eq!(got.as_deref(), Some(want), "{name}");
+        }
+    }
+
+    #[test]
+    fn a_contradicting_token_is_no_match() {
+        for name in [
+            "A100 96G",
+            "A100 SXM5",
+            "RTX 4090 48G",
+            "H800 PCIe",
+            "H100 PCIe HBM3",
+            "H100 sm_80",
+            "H20 141G",
+            "A800 40GB Active",
+            "H20-3e",
+            "RTX 6000",
+        ] {
+            assert!(
+                db().gpu_match(name).is_err(),
+                "{name} matched {:?}",
+                covered(name)
+            );
+        }
+        // The 40 GB parts are never the 80 GB one, and the reverse.
+        assert!(covered("A100 40G").iter().all(|n| n.contains("40GB")));
+        assert!(covered("A100 80GB").iter().all(|n| n.contains("80GB")));
+        // A different model word is a different GPU.
+        assert_eq!(covered("RTX 4090"), ["RTX 4090"]);
+        assert_eq!(covered("A10"), ["A10"]);
+    }
+
+    #[test]
+    fn a_name_may_cover_several_records_and_says_which_it_uses() {
+        let m = db().gpu_match("A100").unwrap();
+        let mut names: Vec<&str> = m.records.iter().map(|g| g.name.as_str()).collect();
+        names.sort();
+        assert_eq!(
+            names,
+            [
+                "A100 40GB PCIe",
+                "A100 40GB SXM",
+                "A100 80GB PCIe",
+                "A100 80GB SXM"
+            ]
+        );
+        assert_eq!(m.chosen.name, "A100 80GB SXM");
+        let why = m.why.unwrap();
+        assert!(why.contains("names 4 GPUs") && why.contains("`A100`"), "{why}");
+        assert_eq!(covered("H100").len(), 2);
+        assert_eq!(covered("A100 SXM").len(), 2);
+        assert_eq!(resolved("A100 SXM").as_deref(), Some("A100 80GB SXM"));
+        assert_eq!(covered("V100").len(), 4);
+        // One record: no explanation needed.
+        assert!(db().gpu_match("A100 80G SXM4").unwrap().why.is_none());
+    }
+
+    #[test]
+    fn every_name_and_alias_in_compat_db_finds_its_own_record() {
+        for g in &db().gpus {
+            for n in std::iter::once(&g.name).chain(&g.aliases) {
+                assert_eq!(db().gpu(n).map(|r| r.id.as_str()), Ok(g.id.as_str()), "{n}");
+            }
+        }
+    }
+
+    #[test]
+    fn unknown_names_suggest_and_never_panic() {
+        let e = db().gpu("H1000").unwrap_err();
+        assert!(e.to_string().contains("did you mean"), "{e}");
+        for name in ["", "é", "卡", "x", "80G", "SXM4", "___", "sm_", "NVIDIA"] {
+            let _ = db().gpu_match(name);
+        }
+        assert!(db().gpu_match("80G").is_err());
+        assert!(db().gpu_match("").is_err());
+        for kind in [
+            Kind::Cuda,
+            Kind::Cudnn,
+            Kind::Torch,
+            Kind::Driver,
+            Kind::Python,
+            Kind::Image,
+        ] {
+            for name in ["é", "ü12.4", "r", "R", "卡"] {
+                let _ = db().find(kind, name);
+            }
+        }
+    }
+
+    fn written(text: &str) -> Vec<(String, u32)> {
+        db().gpus_written(text)
+            .unwrap_or_else(|e| panic!("{text}: {e}"))
+            .into_iter()
+            .map(|(m, n)| (m.chosen.name.clone(), n))
+            .collect()
+    }
+
+    #[test]
+    fn counts_in_every_common_form() {
+        for text in [
+            "8x H800",
+            "8 x H800",
+            "H800x8",
+            "H800 x 8",
+            "8X H800",
+            "8*H800",
+            "H800*8",
+            "8×H800",
+            "8 × H800",
+            "8卡 H800",
+            "8卡H800",
+            "H800 8卡",
+            "8x H800 80G",
+            "8x NVIDIA H800",
+        ] {
+            assert_eq!(written(text), [("H800".to_string(), 8)], "{text}");
+        }
+        assert_eq!(written("2x4090"), [("RTX 4090".to_string(), 2)]);
+        assert_eq!(written("4090x2"), [("RTX 4090".to_string(), 2)]);
+        assert_eq!(written("RTX 5090"), [("RTX 5090".to_string(), 1)]);
+        assert_eq!(written("A10Gx4"), [("A10G".to_string(), 4)]);
+        assert_eq!(
+            written("8x H100 SXM, 2x A100 40G PCIe"),
+            [("H100 SXM".to_string(), 8), ("A100 40GB PCIe".to_string(), 2)]
+        );
+        // What gpuenv prints in its headers reads back.
+        assert_eq!(written("8x A800 80GB SXM"), [("A800 80GB SXM".to_string(), 8)]);
+        assert_eq!(
+            written("1x RTX PRO 6000 Blackwell"),
+            [("RTX PRO 6000 Blackwell".to_string(), 1)]
+        );
+    }
+
+    #[test]
+    fn unreadable_gpu_text_is_an_error_never_an_unknown_gpu() {
+        for (text, says) in [
+            ("H100x0", "at least 1"),
+            ("H100x99999999", "1024"),
+            ("8x H1000", "`H1000`"),
+            ("H1000", "`H1000`"),
+            ("8x", "`8x`"),
+            ("x8", "`x8`"),
+            ("8 H100", "`8 H100`"),
+        ] {
+            let e = db().gpus_written(text).unwrap_err();
+            assert!(e.to_string().contains(says), "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn driver_branches_as_people_write_them() {
+        for name in ["535", "R535", "r535", "535.x", "535.104.05", "driver 535"] {
+            match db().find(Kind::Driver, name) {
+                Ok(Found::Driver(d)) => assert_eq!(d.branch, 535, "{name}"),
+                other => panic!("{name}: {other:?}"),
+            }
+        }
     }
 
     #[test]

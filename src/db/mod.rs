@@ -22,7 +22,7 @@ use std::sync::OnceLock;
 
 use serde::Serialize;
 
-pub use lookup::{Found, LookupError, normalize};
+pub use lookup::{Found, GpuMatch, GpuTextError, LookupError, match_gpu, normalize};
 pub use problem::{KeyPath, Problem, ProblemKind, Seg};
 pub use records::*;
 

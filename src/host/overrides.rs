@@ -7,7 +7,7 @@
 //! | variable | replaces | example |
 //! |---|---|---|
 //! | `GPUENV_DRIVER` | the driver version | `535.104.05` |
-//! | `GPUENV_GPUS` | the GPUs (names or aliases, `NAMExN`, comma-separated) | `H100 SXMx8` |
+//! | `GPUENV_GPUS` | the GPUs, written as for `--gpu` (`8x H800`, `H100 SXMx8, RTX 4090`) | `8x H100` |
 //! | `GPUENV_NVCC` | the CUDA version of `nvcc` on PATH | `12.4` |
 //! | `GPUENV_GLIBC` | the glibc version | `2.35` |
 //! | `GPUENV_CPUS` | logical CPUs | `64` |
@@ -41,35 +41,19 @@ pub struct OverrideError {
     pub reason: String,
 }
 
-/// Splits `NAMExN` into the name and the count (1 when there is none). The count is a
-/// lowercase `x` (or `×`) right before the digits (`H100x8`), or an `x` standing alone
-/// (`H100 SXM x 8`); an `X` inside a name (`RTX 5090`, `RTX5090`) is not a count.
-pub fn split_count(text: &str) -> (String, u32) {
-    let t = text.trim();
-    let digits = t.len() - t.trim_end_matches(|c: char| c.is_ascii_digit()).len();
-    if digits > 0 && digits < t.len() {
-        let (head, num) = t.split_at(t.len() - digits);
-        let name = if let Some(n) = head.strip_suffix(['x', '×']) {
-            Some(n)
-        } else {
-            // ` x 8` / ` X 8`: a separator with white space on both sides.
-            let h = head.trim_end();
-            (h.len() < head.len())
-                .then(|| h.strip_suffix(['x', 'X', '×']))
-                .flatten()
-                .filter(|n| n.ends_with(char::is_whitespace))
-        };
-        if let (Some(name), Ok(n)) = (name, num.parse::<u32>()) {
-            if n > 0 && !name.trim().is_empty() {
-                return (name.trim().to_string(), n);
-            }
-        }
-    }
-    (t.to_string(), 1)
-}
+/// Reads `GPUENV_GPUS` as every command reads GPUs (`8x H800`, `H100 SXMx8, RTX 4090`):
+/// each GPU's record name and count, or why the text names none. The caller owns the
+/// database.
+pub type GpuReader<'a> = &'a dyn Fn(&str) -> Result<Vec<(String, u32)>, String>;
 
-/// Applies the overrides found by `get` (the process environment, in real use).
-pub fn apply(report: &mut HostReport, get: impl Fn(&str) -> Option<String>) -> Result<(), OverrideError> {
+/// Applies the overrides found by `get` (the process environment, in real use); GPU names
+/// are read by `gpus`, so that a name no record answers to is an error, never an unknown
+/// GPU.
+pub fn apply(
+    report: &mut HostReport,
+    get: impl Fn(&str) -> Option<String>,
+    gpus: GpuReader<'_>,
+) -> Result<(), OverrideError> {
     let err = |var: &'static str, value: &str, reason: String| OverrideError {
         var,
         value: value.to_string(),
@@ -93,25 +77,17 @@ pub fn apply(report: &mut HostReport, get: impl Fn(&str) -> Option<String>) -> R
                 report.driver_cuda = None;
             }
             "GPUENV_GPUS" => {
-                let mut gpus = Vec::new();
-                for part in v.split(',') {
-                    let (name, count) = split_count(part);
-                    if name.is_empty() {
-                        return Err(err(
-                            var,
-                            v,
-                            "expected GPU names, comma-separated, each optionally `xN`".into(),
-                        ));
-                    }
+                let mut list = Vec::new();
+                for (name, count) in gpus(v).map_err(|reason| err(var, v, reason))? {
                     for _ in 0..count {
-                        gpus.push(GpuInfo {
-                            index: gpus.len() as u32,
+                        list.push(GpuInfo {
+                            index: list.len() as u32,
                             name: name.clone(),
                             ..GpuInfo::default()
                         });
                     }
                 }
-                report.gpus = gpus;
+                report.gpus = list;
                 report.gpus_source = Some(var.into());
                 report.gpu_failure = None;
             }
@@ -194,6 +170,19 @@ mod tests {
         move |k| pairs.iter().find(|(a, _)| *a == k).map(|(_, v)| v.to_string())
     }
 
+    /// A stand-in for the database's reading: `NAMExN`, names taken as they are.
+    fn gpus(text: &str) -> Result<Vec<(String, u32)>, String> {
+        text.split(',')
+            .map(|p| match p.trim().rsplit_once('x') {
+                Some((n, c)) if c.parse::<u32>().is_ok() => {
+                    Ok((n.trim().to_string(), c.parse().unwrap_or(1)))
+                }
+                _ if p.trim() == "H1000" => Err("no gpu record named `H1000`".to_string()),
+                _ => Ok((p.trim().to_string(), 1)),
+            })
+            .collect()
+    }
+
     #[test]
     fn overrides_replace_single_facts() {
         let mut r = HostReport::default();
@@ -204,6 +193,7 @@ mod tests {
                 ("GPUENV_GPUS", "H100 SXMx8, RTX 4090"),
                 ("GPUENV_TORCH", "2.4.1+cu121"),
             ]),
+            &gpus,
         )
         .unwrap();
         assert_eq!(r.driver.as_ref().unwrap().value.to_string(), "535.104.05");
@@ -217,24 +207,16 @@ mod tests {
     #[test]
     fn bad_values_name_the_variable() {
         let mut r = HostReport::default();
-        let e = apply(&mut r, env(&[("GPUENV_DRIVER", "535.x")])).unwrap_err();
+        let e = apply(&mut r, env(&[("GPUENV_DRIVER", "535.x")]), &gpus).unwrap_err();
         assert!(
             e.to_string()
                 .starts_with("GPUENV_DRIVER=`535.x`: expected a digit"),
             "{e}"
         );
-        let e = apply(&mut r, env(&[("GPUENV_CPUS", "many")])).unwrap_err();
+        let e = apply(&mut r, env(&[("GPUENV_CPUS", "many")]), &gpus).unwrap_err();
         assert_eq!(e.var, "GPUENV_CPUS");
-    }
-
-    #[test]
-    fn counts() {
-        assert_eq!(split_count("H100x8"), ("H100".to_string(), 8));
-        assert_eq!(split_count("H100 SXM x 8"), ("H100 SXM".to_string(), 8));
-        assert_eq!(split_count("RTX 5090"), ("RTX 5090".to_string(), 1));
-        assert_eq!(split_count("x8"), ("x8".to_string(), 1));
-        assert_eq!(split_count("RTX5090"), ("RTX5090".to_string(), 1));
-        assert_eq!(split_count("A10Gx4"), ("A10G".to_string(), 4));
-        assert_eq!(split_count("RTX 4090 X 2"), ("RTX 4090".to_string(), 2));
+        let e = apply(&mut r, env(&[("GPUENV_GPUS", "H1000")]), &gpus).unwrap_err();
+        assert_eq!(e.to_string(), "GPUENV_GPUS=`H1000`: no gpu record named `H1000`");
+        assert!(r.gpus.is_empty(), "an unreadable value changes nothing");
     }
 }

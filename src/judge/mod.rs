@@ -114,10 +114,37 @@ pub fn host_gpus(db: &Db, host: &HostReport) -> (Vec<GpuAsk>, Vec<String>) {
     (asks, unknown)
 }
 
-/// The machine facts of a host as a resolver query (GPUs, driver, glibc, nvcc).
+/// Why a probed host cannot run CUDA at all, when that is what its probes found: no
+/// driver, or a driver that sees no GPU. Absence found by a probe is a fact, unlike a
+/// fact that is merely unknown.
+pub fn no_cuda_device(host: &HostReport) -> Option<String> {
+    let failure = match &host.gpu_failure {
+        Some(SmiFailure::DriverLibraryMismatch { .. }) => {
+            Some("the NVIDIA driver's library and its kernel module differ (reboot after the driver upgrade)")
+        }
+        Some(SmiFailure::NoDriver) => Some("no NVIDIA kernel module is loaded"),
+        Some(SmiFailure::NoDevices) => Some("the driver finds no GPU"),
+        _ => None,
+    };
+    match (host.driver.is_some(), host.gpus.is_empty()) {
+        (false, _) => Some(match failure {
+            Some(f) => format!("this host has no working NVIDIA driver: {f}"),
+            None => "no NVIDIA driver was found on this host".to_string(),
+        }),
+        (true, true) => Some(match failure {
+            Some(f) => format!("no GPU is usable on this host: {f}"),
+            None => "no NVIDIA GPU is visible on this host".to_string(),
+        }),
+        (true, false) => None,
+    }
+}
+
+/// The machine facts of a host as a resolver query (GPUs, driver, glibc, nvcc, and the
+/// absence of any usable GPU when that is what was found).
 pub fn machine_query(db: &Db, host: &HostReport) -> Query {
     let (gpus, _) = host_gpus(db, host);
     Query {
+        no_cuda_device: no_cuda_device(host),
         gpus,
         driver: host.driver.as_ref().map(|d| d.value.clone()),
         glibc: host

@@ -27,6 +27,7 @@ pub mod pep508;
 mod python;
 mod sourced;
 mod variant;
+mod written;
 
 #[cfg(test)]
 mod proptests;
@@ -43,3 +44,4 @@ pub use pep440::{
 pub use python::{Manylinux, PythonTag};
 pub use sourced::Sourced;
 pub use variant::Variant;
+pub use written::{DriverInput, DriverReq, MAX_GPU_COUNT, Reading, SeriesOf, count_candidates, read_series};

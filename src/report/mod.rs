@@ -32,7 +32,8 @@ pub const SCHEMA_VERSION: u32 = 1;
 
 /// Writes `value` as pretty JSON with a trailing newline.
 pub fn write_json(out: &mut dyn Write, value: &impl Serialize) -> io::Result<()> {
-    serde_json::to_writer_pretty(&mut *out, value).map_err(io::Error::other)?;
+    // `io::Error::from` keeps the kind of a write error (a closed pipe stays `BrokenPipe`).
+    serde_json::to_writer_pretty(&mut *out, value).map_err(io::Error::from)?;
     writeln!(out)
 }
 

@@ -56,6 +56,14 @@ fn describe(q: &Query) -> String {
     }
 }
 
+/// How the inputs that were not taken literally were read, under the query line.
+pub(super) fn write_readings(out: &mut dyn Write, q: &Query) -> io::Result<()> {
+    for r in &q.readings {
+        writeln!(out, "read:  {} {}: {}", r.input, r.given, r.note)?;
+    }
+    Ok(())
+}
+
 /// Builds (torch + variant) in rank order, each with its stacks.
 fn by_build<'a>(stacks: impl Iterator<Item = &'a Stack>) -> Vec<Vec<&'a Stack>> {
     let mut out: Vec<Vec<&Stack>> = Vec::new();
@@ -144,7 +152,9 @@ pub(crate) fn answer_json(q: &Query, a: &Answer, opts: &QueryOpts) -> Value {
     json!({
         "schema_version": SCHEMA_VERSION,
         "query": describe(q),
+        "readings": q.readings,
         "verdict": a.verdict,
+        "findings": a.findings,
         "stacks": shown.iter().map(|s| stack_json(s)).collect::<Vec<_>>(),
         "suggestions": a.suggestions,
     })
@@ -161,6 +171,7 @@ pub fn query(out: &mut dyn Write, q: &Query, a: &Answer, opts: &QueryOpts) -> io
         .filter(|s| opts.all || s.status != Status::Incompatible)
         .collect();
     writeln!(out, "query: {}", describe(q))?;
+    write_readings(out, q)?;
     let builds = by_build(shown.iter().copied());
     let runnable = by_build(a.stacks.iter().filter(|s| s.status != Status::Incompatible)).len();
     writeln!(
@@ -211,6 +222,12 @@ pub fn query(out: &mut dyn Write, q: &Query, a: &Answer, opts: &QueryOpts) -> io
         )?;
         write_findings(out, best, Severity::Info)?;
         writeln!(out, "  install: {}", best.install)?;
+    } else if a.stacks.is_empty() {
+        writeln!(out)?;
+        writeln!(out, "No torch build matches what was asked:")?;
+        for f in &a.findings {
+            writeln!(out, "    {} {}: {}", mark(f.severity), f.code, f.message)?;
+        }
     } else {
         writeln!(out)?;
         writeln!(out, "No stack runs. The closest builds, and why not:")?;

@@ -23,6 +23,10 @@ pub const CODES: &[(&str, &str)] = &[
         "the wheels' manylinux tag needs a newer glibc than the host's",
     ),
     ("cpu-build", "a CPU-only build: it runs, but never on the GPU"),
+    (
+        "no-cuda-device",
+        "the machine was found to have no usable NVIDIA GPU or driver: a CUDA build cannot run there",
+    ),
     // The GPU and the kernels in the wheel.
     (
         "gpu-sass",
@@ -76,6 +80,15 @@ pub const CODES: &[(&str, &str)] = &[
         "the driver's branch has no record; the nearest older branch was assumed",
     ),
     ("cuda-unknown", "the build's CUDA version has no toolkit record"),
+    // The question as a whole.
+    (
+        "no-matching-build",
+        "no torch build matches what was asked (pins, CUDA, index variants)",
+    ),
+    (
+        "cuda-no-build",
+        "no build of the torch asked uses the CUDA asked; the CUDA versions that exist are listed",
+    ),
     // Building CUDA extensions.
     ("extensions-nvcc", "which nvcc builds extensions for this stack"),
     (

@@ -102,10 +102,17 @@ pub struct Query {
     pub extensions: bool,
     /// The nvcc on the host, when known (host checks).
     pub nvcc: Option<CudaVersion>,
+    /// Set when it is a *fact* that the machine has no usable NVIDIA GPU or driver (a probed
+    /// host with none), saying what was found: no CUDA build can run there. Not set when
+    /// the GPU or driver is merely not given (a pre-order query).
+    pub no_cuda_device: Option<String>,
     /// Today, for end-of-life warnings.
     pub today: Option<PartialDate>,
     /// Build the graph of the query (for `gpuenv graph`).
     pub want_graph: bool,
+    /// How inputs that were not taken literally were read (`--torch 2.4` as `==2.4.*`),
+    /// for the reports to echo.
+    pub readings: Vec<crate::model::Reading>,
 }
 
 /// The verdict of a stack, and of a whole answer (its best stack's).
@@ -289,6 +296,8 @@ pub struct Answer {
     pub suggestions: Vec<Suggestion>,
     /// The graph the query used, when asked for.
     pub graph: Option<graph::Graph>,
+    /// Findings about the question as a whole: why no build matches what was asked.
+    pub findings: Vec<Finding>,
 }
 
 /// A query that cannot be answered as asked: pins that no build satisfies together.
@@ -312,8 +321,15 @@ pub fn resolve_with(ix: &Index<'_>, q: &Query) -> Result<Answer, QueryError> {
     let mut graph = q.want_graph.then(graph::Graph::default);
     let stacks = rules::search(ix, q, graph.as_mut())?;
     let verdict = stacks.first().map_or(Status::Incompatible, |s| s.status);
+    let findings = if stacks.is_empty() {
+        rules::no_build_findings(ix, q)
+    } else {
+        Vec::new()
+    };
     let suggestions = if verdict == Status::Compatible {
         Vec::new()
+    } else if stacks.is_empty() {
+        suggest::existing_builds(ix, q)
     } else {
         suggest::suggest(ix, q, verdict)
     };
@@ -322,6 +338,7 @@ pub fn resolve_with(ix: &Index<'_>, q: &Query) -> Result<Answer, QueryError> {
         stacks,
         suggestions,
         graph,
+        findings,
     })
 }
 
@@ -443,6 +460,7 @@ pub fn judge_installed(cat: &dyn Catalog, q: &Query, installed: &Installed) -> R
         gpus: q.gpus.clone(),
         driver: q.driver.clone(),
         nvcc: q.nvcc.clone(),
+        no_cuda_device: q.no_cuda_device.clone(),
         extensions: q.extensions,
         today: q.today,
         // Installed already: wheel tags and glibc are settled.

@@ -170,11 +170,20 @@ fn eval_build(
         return BuildEval { findings: f, needs };
     }
 
-    let cuda = v
-        .cuda
-        .clone()
-        .or_else(|| v.tag.cuda())
-        .expect("a CUDA variant has a CUDA version");
+    if let Some(why) = &q.no_cuda_device {
+        f.push(
+            finding(
+                "no-cuda-device",
+                Severity::Incompatible,
+                format!("torch {name} is a CUDA build, and {why}: it cannot run on the GPU here (a CPU build, --cuda cpu, runs)"),
+            )
+            .fact("machine", why),
+        );
+        return BuildEval { findings: f, needs };
+    }
+    let Some(cuda) = v.cuda.clone().or_else(|| v.tag.cuda()) else {
+        return BuildEval { findings: f, needs };
+    };
     let line = ix.line(&cuda);
     if let Some(g) = graph.as_deref_mut() {
         g.edge(
@@ -922,6 +931,9 @@ fn fast_status(ix: &Index<'_>, q: &Query, ctx: &DriverCtx<'_>, b: &BuildEntry<'_
     if v.tag == Variant::Cpu {
         return worst;
     }
+    if q.no_cuda_device.is_some() {
+        return Status::Incompatible;
+    }
     let Some(line) = v.cuda.as_ref().and_then(|c| ix.line(c)) else {
         return Status::Conditional;
     };
@@ -1177,15 +1189,17 @@ pub(crate) fn search(
             stacks.push(mk(t.py.clone(), own, (t.tag.major, t.tag.minor), install));
         }
     }
-    if builds_matching_pins == 0 {
-        return Err(QueryError(no_build_message(ix, q)));
-    }
+    // No build matches: an answer (incompatible, with why and what exists), not an error.
+    let _ = builds_matching_pins;
     stacks.sort_by(|a, b| a.rank.cmp(&b.rank));
     Ok(stacks)
 }
 
-/// Why no build matches the pins: names each pin and what exists.
-fn no_build_message(ix: &Index<'_>, q: &Query) -> String {
+/// Why no build matches what was asked, as findings of the whole answer: always
+/// `no-matching-build` (each pin and what the torch pins alone allow), and `cuda-no-build`
+/// when `--cuda` names a CUDA no build of the pinned torch uses, with the CUDA versions
+/// that exist, and the likely mix-up with the CUDA version `nvidia-smi` shows.
+pub(crate) fn no_build_findings(ix: &Index<'_>, q: &Query) -> Vec<Finding> {
     let mut parts = Vec::new();
     for p in &q.torch {
         parts.push(format!(
@@ -1213,13 +1227,16 @@ fn no_build_message(ix: &Index<'_>, q: &Query) -> String {
     for (v, origin) in &q.variants {
         parts.push(format!("the {v} build ({origin})"));
     }
-    // Which builds the torch pins alone allow, to show what to change.
-    let allowed: Vec<String> = ix
+    // The releases the torch pins alone allow, newest first.
+    let pinned: Vec<&TorchRelease> = ix
         .cat
         .torch()
         .iter()
         .rev()
         .filter(|r| q.torch.iter().all(|p| p.specifiers.contains(&r.version)))
+        .collect();
+    let shown: Vec<String> = pinned
+        .iter()
         .take(3)
         .map(|r| {
             let tags: Vec<String> = r.variants.iter().map(|v| v.tag.to_string()).collect();
@@ -1227,11 +1244,69 @@ fn no_build_message(ix: &Index<'_>, q: &Query) -> String {
         })
         .collect();
     let mut msg = format!("no torch build satisfies all of: {}", parts.join("; "));
-    if !allowed.is_empty() && !q.torch.is_empty() {
-        msg.push_str(&format!(
-            ". Builds matching the torch pins: {}",
-            allowed.join("; ")
-        ));
+    if !q.torch.is_empty() {
+        if shown.is_empty() {
+            msg.push_str(". compat-db has no torch release matching the torch pins");
+        } else {
+            msg.push_str(&format!(". Builds matching the torch pins: {}", shown.join("; ")));
+        }
     }
-    msg
+    let mut out =
+        vec![finding("no-matching-build", Severity::Incompatible, msg).fact("asked", parts.join("; "))];
+
+    if let Some((CudaAsk::Spec(spec), origin)) = &q.cuda {
+        let mut existing: Vec<CudaVersion> = pinned
+            .iter()
+            .flat_map(|r| r.variants.iter().filter_map(|v| v.tag.cuda()))
+            .collect();
+        existing.sort();
+        existing.dedup();
+        let in_spec = |c: &CudaVersion| c.to_string().parse::<Version>().is_ok_and(|v| spec.contains(&v));
+        if !pinned.is_empty() && !existing.iter().any(in_spec) {
+            let list: Vec<String> = existing.iter().map(|c| c.to_string()).collect();
+            let torch = if q.torch.is_empty() {
+                "torch".to_string()
+            } else {
+                format!(
+                    "torch {}",
+                    q.torch
+                        .iter()
+                        .map(|p| p.specifiers.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            };
+            let mut msg = format!(
+                "no build of {torch} uses CUDA {spec} ({origin}); its builds are for CUDA {}",
+                list.join(", ")
+            );
+            // `--cuda 12.2` on a 535 host: the version nvidia-smi prints is the newest CUDA
+            // the driver supports, not the CUDA of a torch build.
+            let any_build = ix
+                .builds()
+                .iter()
+                .any(|b| b.v.tag.cuda().is_some_and(|c| in_spec(&c)));
+            let single = match spec.iter().collect::<Vec<_>>().as_slice() {
+                [one] if one.operator() == &crate::model::Operator::Equal => {
+                    one.version().to_string().parse::<CudaVersion>().ok()
+                }
+                _ => None,
+            };
+            if let (false, Some(asked)) = (any_build, single) {
+                let driver = ix
+                    .line(&asked)
+                    .map(|l| format!(" (drivers from {} show CUDA {asked})", l.native))
+                    .unwrap_or_default();
+                msg.push_str(&format!(
+                    ". No torch build at all uses CUDA {asked}: it is usually the CUDA version nvidia-smi shows for the driver{driver}, which is the newest CUDA the driver runs, not the CUDA of a build; give the driver with --driver, and --cuda only to choose among the builds above"
+                ));
+            }
+            out.push(
+                finding("cuda-no-build", Severity::Incompatible, msg)
+                    .fact("cuda", spec)
+                    .fact("builds", list.join(" ")),
+            );
+        }
+    }
+    out
 }

@@ -168,3 +168,48 @@ pub(crate) fn suggest(ix: &Index<'_>, q: &Query, verdict: Status) -> Vec<Suggest
     out.sort_by_key(|s| s.status);
     out
 }
+
+/// When no build matches what was asked at all: the builds that do exist for the torch
+/// pinned, one per CUDA variant (the best release of each), as changes of `--cuda`; when
+/// the torch pins themselves match nothing, the usual relaxations.
+pub(crate) fn existing_builds(ix: &Index<'_>, q: &Query) -> Vec<Suggestion> {
+    let relaxed = Query {
+        cuda: None,
+        variants: Vec::new(),
+        ..q.clone()
+    };
+    let mut best_per_variant: Vec<Verdict> = Vec::new();
+    for v in verdicts(ix, &relaxed).into_iter().filter(|v| v.pythons > 0) {
+        match best_per_variant.iter_mut().find(|b| b.variant == v.variant) {
+            Some(b) if (v.status, std::cmp::Reverse(&v.torch)) < (b.status, std::cmp::Reverse(&b.torch)) => {
+                *b = v
+            }
+            Some(_) => {}
+            None => best_per_variant.push(v),
+        }
+    }
+    best_per_variant.sort_by(|a, b| {
+        (a.status, std::cmp::Reverse(&a.torch), a.distance).cmp(&(
+            b.status,
+            std::cmp::Reverse(&b.torch),
+            b.distance,
+        ))
+    });
+    let out: Vec<Suggestion> = best_per_variant
+        .iter()
+        .map(|v| Suggestion {
+            kind: "cuda",
+            change: match v.variant.cuda() {
+                Some(c) => format!("--cuda {c} (the {} build)", v.variant),
+                None => "--cuda cpu".to_string(),
+            },
+            gives: format!("{} is {}{}", build(v), v.status, on_gpus(q)),
+            status: v.status,
+        })
+        .collect();
+    if out.is_empty() {
+        suggest(ix, q, Status::Incompatible)
+    } else {
+        out
+    }
+}

@@ -106,6 +106,7 @@ fn lint_reports_every_planted_problem() {
         ("gpu/h100-sxm.toml", "duplicate-alias", "aliases[0]"),
         ("gpu/h100-pcie.toml", "inconsistent", "architecture"),
         ("gpu/h100-pcie.toml", "bad-value", "unverified[0]"),
+        ("gpu/h100-pcie.toml", "duplicate-alias", "aliases[1]"),
         ("torch/2.4.1.toml", "dangling-reference", "variants[0].cuda"),
         ("torch/2.4.1.toml", "dangling-reference", "variants[0].cudnn"),
         ("torch/2.4.1.toml", "dangling-reference", "pypi_default"),
@@ -157,7 +158,7 @@ fn a_broken_db_refuses_to_load_with_exit_2() {
     let run = gpuenv(&["show", "gpu", "h100", "--db", dir.to_str().unwrap()]);
     assert_eq!(run.code, 2);
     assert!(
-        run.stderr.contains("the database has 21 problems"),
+        run.stderr.contains("the database has 22 problems"),
         "{}",
         run.stderr
     );

@@ -479,9 +479,20 @@ fn multiple_gpus_and_counts() {
 
 #[test]
 fn bad_input_exits_2() {
-    let cases: [(&[&str], &str); 7] = [
+    let cases: [(&[&str], &str); 9] = [
         (&["--gpu", "H1000"], "no gpu record named `H1000`; did you mean"),
-        (&["--driver", "535.x"], "--driver: invalid driver version `535.x`"),
+        (
+            &["--gpu", "8x H1000"],
+            "no gpu record named `H1000`; did you mean",
+        ),
+        (
+            &["--driver", "535.x.1"],
+            "--driver: invalid driver version `535.x.1`",
+        ),
+        (
+            &["--driver", "565"],
+            "compat-db knows no release of branch R565; give the full version",
+        ),
         (
             &["--torch", ">=2.x"],
             "--torch: invalid version specifier `>=2.x`",
@@ -491,11 +502,8 @@ fn bad_input_exits_2() {
             "--python: invalid version specifier `three`",
         ),
         (&["--os", "windows"], "--os: unknown OS `windows`"),
-        (
-            &["--torch", "2.7.0", "--cuda", "12.1"],
-            "no torch build satisfies all of: torch ==2.7.0 (--torch); CUDA ==12.1 (--cuda)",
-        ),
         (&["--gpu", "H100x0"], "the count must be at least 1"),
+        (&["--gpu", "H100x99999999"], "more than the 1024"),
     ];
     for (args, msg) in cases {
         let mut a = vec!["query"];
@@ -582,20 +590,17 @@ fn a_broken_requirements_file_names_its_line() {
 }
 
 #[test]
-fn contradictory_pins_across_files_and_flags() {
+fn contradictory_pins_across_files_and_flags_are_an_answer() {
+    // A well-formed question that no build answers: incompatible (exit 1) with a stable
+    // code, not bad input.
     let req = crate::support::fixture("project/requirements.txt");
-    let run = gpuenv(&[
-        "query",
-        "--requirements",
-        req.to_str().unwrap(),
-        "--torch",
-        "2.5.1",
-    ]);
-    assert_eq!(run.code, 2, "{}", run.stderr);
+    let (code, doc) = query(&["--requirements", req.to_str().unwrap(), "--torch", "2.5.1"]);
+    assert_eq!(code, 1);
+    assert_eq!(doc["verdict"], "incompatible");
+    assert_eq!(doc["findings"][0]["code"], "no-matching-build");
+    let msg = doc["findings"][0]["message"].as_str().unwrap();
     assert!(
-        run.stderr
-            .contains("no torch build satisfies all of: torch ==2.5.1 (--torch); torch ==2.4.1+cu121"),
-        "{}",
-        run.stderr
+        msg.contains("no torch build satisfies all of: torch ==2.5.1 (--torch); torch ==2.4.1+cu121"),
+        "{msg}"
     );
 }
