@@ -155,6 +155,7 @@ pub(crate) fn answer_json(q: &Query, a: &Answer, opts: &QueryOpts) -> Value {
         "readings": q.readings,
         "verdict": a.verdict,
         "findings": a.findings,
+        "newer_conditional": a.newer_conditional().map(stack_json),
         "stacks": shown.iter().map(|s| stack_json(s)).collect::<Vec<_>>(),
         "suggestions": a.suggestions,
     })
@@ -217,11 +218,39 @@ pub fn query(out: &mut dyn Write, q: &Query, a: &Answer, opts: &QueryOpts) -> io
         writeln!(out)?;
         writeln!(
             out,
-            "best: torch {}+{} on Python {} ({})",
-            best.torch, best.variant, best.python, best.status
+            "best: torch {}+{} on Python {} ({}{}; wheels for Python {})",
+            best.torch,
+            best.variant,
+            best.python,
+            best.status,
+            if best.status == Status::Compatible {
+                ", native"
+            } else {
+                ""
+            },
+            a.python_range(best)
         )?;
         write_findings(out, best, Severity::Info)?;
         writeln!(out, "  install: {}", best.install)?;
+        if let Some(n) = a.newer_conditional() {
+            let rules: Vec<&str> = n
+                .findings
+                .iter()
+                .filter(|f| f.severity == Severity::Conditional)
+                .map(|f| f.code)
+                .collect();
+            writeln!(out)?;
+            writeln!(
+                out,
+                "newer: torch {}+{} on Python {} (conditional: {}): a newer torch, which runs only under that rule; the best above runs natively on an older CUDA line",
+                n.torch,
+                n.variant,
+                n.python,
+                rules.join(", ")
+            )?;
+            write_findings(out, n, Severity::Conditional)?;
+            writeln!(out, "  install: {}", n.install)?;
+        }
     } else if a.stacks.is_empty() {
         writeln!(out)?;
         writeln!(out, "No torch build matches what was asked:")?;

@@ -79,6 +79,10 @@ pub const CODES: &[(&str, &str)] = &[
         "driver-branch-unknown",
         "the driver's branch has no record; the nearest older branch was assumed",
     ),
+    (
+        "driver-end-of-life",
+        "the driver's branch is past its end of life: it runs, but gets no fixes",
+    ),
     ("cuda-unknown", "the build's CUDA version has no toolkit record"),
     // The question as a whole.
     (

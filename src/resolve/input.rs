@@ -51,6 +51,14 @@ pub struct Pin {
     pub origin: Origin,
 }
 
+impl Pin {
+    /// Whether the pin came from a command-line flag (`--torch`) rather than a project
+    /// file: a suggestion may change a flag, never the project's own files.
+    pub fn is_flag(&self) -> bool {
+        self.origin.starts_with("--")
+    }
+}
+
 /// Everything a project's files say that constrains its PyTorch stack.
 #[derive(Debug, Clone, Default)]
 pub struct ProjectNeeds {

@@ -262,14 +262,16 @@ pub struct Stack {
 }
 
 /// Sort keys: status, fewer failed rules (which orders incompatible stacks by how close
-/// they come), newer torch, the variant closest to what was asked, newer Python.
+/// they come), newer torch, the variant closest to what was asked, then the Python an
+/// experienced engineer would pick (released, not the newest line a build just added),
+/// newer first.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct Rank {
     pub status: u8,
     pub failures: usize,
     pub torch: std::cmp::Reverse<crate::model::Version>,
     pub variant_distance: u32,
-    pub python: std::cmp::Reverse<(u8, u8)>,
+    pub python: (u8, std::cmp::Reverse<(u8, u8)>),
 }
 
 /// A change that would make something fit, and what it gives.
@@ -298,6 +300,39 @@ pub struct Answer {
     pub graph: Option<graph::Graph>,
     /// Findings about the question as a whole: why no build matches what was asked.
     pub findings: Vec<Finding>,
+}
+
+impl Answer {
+    /// The newest torch that runs only under a condition (minor-version or forward
+    /// compatibility, PTX JIT), when it is newer than the best stack, which runs natively
+    /// on an older CUDA line: both are real choices, and the report shows which is which.
+    pub fn newer_conditional(&self) -> Option<&Stack> {
+        let best = self.stacks.first().filter(|s| s.status == Status::Compatible)?;
+        self.stacks
+            .iter()
+            .find(|s| s.status == Status::Conditional && s.rank.torch.0 > best.rank.torch.0)
+    }
+
+    /// The Pythons the build of a stack has wheels for among the stacks evaluated, as a
+    /// range (`3.9-3.13`).
+    pub fn python_range(&self, s: &Stack) -> String {
+        let mut v: Vec<(u8, u8)> = self
+            .stacks
+            .iter()
+            .filter(|x| x.torch == s.torch && x.variant == s.variant)
+            .filter_map(|x| {
+                let (a, b) = x.python.split_once('.')?;
+                Some((a.parse().ok()?, b.parse().ok()?))
+            })
+            .collect();
+        v.sort();
+        v.dedup();
+        match v.as_slice() {
+            [] => s.python.clone(),
+            [one] => format!("{}.{}", one.0, one.1),
+            [first, .., last] => format!("{}.{}-{}.{}", first.0, first.1, last.0, last.1),
+        }
+    }
 }
 
 /// A query that cannot be answered as asked: pins that no build satisfies together.

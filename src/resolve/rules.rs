@@ -402,6 +402,28 @@ fn eval_build(
         }
     }
 
+    // A branch past its end of life still runs, but gets no fixes, and NVIDIA drops it as a
+    // forward-compatibility host.
+    if let (Some(d), Some(today)) = (&q.driver, &q.today) {
+        if let Some((branch, true)) = ix.branch_of(d) {
+            if let Some(eol) = branch.end_of_life.as_ref().filter(|e| *e <= today) {
+                f.push(
+                    finding(
+                        "driver-end-of-life",
+                        Severity::Warning,
+                        format!(
+                            "driver branch R{} reached its end of life in {eol}: no more security or bug fixes; ask for a supported branch",
+                            branch.branch
+                        ),
+                    )
+                    .fact("end_of_life", eol)
+                    .source(first_source(&branch.sources))
+                    .unverified(branch.unverified.iter().any(|u| u == "end_of_life")),
+                );
+            }
+        }
+    }
+
     // The driver against the CUDA of the build.
     match &q.driver {
         None => {
@@ -1061,6 +1083,40 @@ fn native_driver(ix: &Index<'_>, q: &Query, b: &BuildEntry<'_>) -> Option<Driver
     Some(need)
 }
 
+/// How much an experienced engineer would prefer a Python of a build, as a sort key (0
+/// first): a released line the build does not merely support last (0); the newest line
+/// of a build that supports three or more, the least tested and the one other packages
+/// lag on (1); a line not yet released as of today, or unknown to compat-db (2).
+/// Free-threaded builds are never offered (see [`build_entries`]).
+fn python_class(ix: &Index<'_>, q: &Query, b: &BuildEntry<'_>, t: &TagEntry) -> u8 {
+    let line = [u64::from(t.tag.major), u64::from(t.tag.minor)];
+    let released = ix
+        .cat
+        .python()
+        .iter()
+        .find(|p| p.version.release() == line)
+        .is_some_and(|p| q.today.is_none_or(|today| p.released <= today));
+    if !released {
+        return 2;
+    }
+    let newest = b.tags.iter().map(|x| (x.tag.major, x.tag.minor)).max();
+    if b.tags.len() >= 3 && newest == Some((t.tag.major, t.tag.minor)) {
+        1
+    } else {
+        0
+    }
+}
+
+/// The Python a build is best run on when none is asked for (see [`python_class`]).
+pub(crate) fn preferred_python<'b>(ix: &Index<'_>, q: &Query, b: &'b BuildEntry<'_>) -> Option<&'b TagEntry> {
+    b.tags.iter().min_by_key(|t| {
+        (
+            python_class(ix, q, b, t),
+            std::cmp::Reverse((t.tag.major, t.tag.minor)),
+        )
+    })
+}
+
 /// Enumerates and evaluates every candidate stack, best first.
 pub(crate) fn search(
     ix: &Index<'_>,
@@ -1088,7 +1144,7 @@ pub(crate) fn search(
         let cudnn: Option<Arc<str>> = v.cudnn.as_ref().map(|c| c.to_string().into());
         let nccl: Option<Arc<str>> = v.nccl.as_ref().map(|c| c.to_string().into());
         let distance = variant_distance(q, rel, v);
-        let mk = |python: String, own: Vec<Finding>, py: (u8, u8), install: String| {
+        let mk = |python: String, own: Vec<Finding>, py: (u8, u8, u8), install: String| {
             let findings = Findings::new(shared.clone(), own);
             let status = findings.status();
             let failures = findings
@@ -1111,7 +1167,7 @@ pub(crate) fn search(
                     failures,
                     torch: std::cmp::Reverse(rel.version.clone()),
                     variant_distance: distance,
-                    python: std::cmp::Reverse(py),
+                    python: (py.0, std::cmp::Reverse((py.1, py.2))),
                 },
             }
         };
@@ -1140,7 +1196,7 @@ pub(crate) fn search(
                     Edge::new("no wheel", Status::Incompatible, None),
                 );
             }
-            stacks.push(mk(python, own, (0, 0), String::new()));
+            stacks.push(mk(python, own, (0, 0, 0), String::new()));
             continue;
         }
         for (i, t) in b.tags.iter().enumerate() {
@@ -1186,7 +1242,8 @@ pub(crate) fn search(
                 );
             }
             let install = install_line(rel, v, &t.py);
-            stacks.push(mk(t.py.clone(), own, (t.tag.major, t.tag.minor), install));
+            let class = python_class(ix, q, b, t);
+            stacks.push(mk(t.py.clone(), own, (class, t.tag.major, t.tag.minor), install));
         }
     }
     // No build matches: an answer (incompatible, with why and what exists), not an error.

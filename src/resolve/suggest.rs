@@ -4,7 +4,18 @@
 
 use super::index::Index;
 use super::rules::{Verdict, verdicts};
-use super::{Query, Status, Suggestion};
+use super::{Pin, Query, Status, Suggestion};
+
+/// Whether a constraint came from a flag (`--torch`), which a hint may change, rather
+/// than from the project's files, which it may not.
+fn is_flag(origin: &str) -> bool {
+    origin.starts_with("--")
+}
+
+/// The pins the project's files make, without those of the flags.
+fn project_only(pins: &[Pin]) -> Vec<Pin> {
+    pins.iter().filter(|p| !p.is_flag()).cloned().collect()
+}
 
 /// The best build of a query, ranked as the search ranks stacks.
 fn best(ix: &Index<'_>, q: &Query) -> Option<Verdict> {
@@ -47,22 +58,28 @@ pub(crate) fn suggest(ix: &Index<'_>, q: &Query, verdict: Status) -> Vec<Suggest
         }
     };
 
-    // A newer driver: the usual fix on a rented machine.
+    // A newer driver: the usual fix on a rented machine. The smallest one that makes a
+    // build run natively (RTX 5090 on R550 needs R570, not the newest branch), and the best
+    // build at that driver.
     if let Some(d) = &q.driver {
         let relaxed = Query {
             driver: None,
             ..q.clone()
         };
-        let found = verdicts(ix, &relaxed)
+        let need = verdicts(ix, &relaxed)
             .into_iter()
             .filter(|v| v.pythons > 0 && v.status == Status::Compatible)
-            .min_by(|a, b| {
-                (std::cmp::Reverse(&a.torch), a.distance).cmp(&(std::cmp::Reverse(&b.torch), b.distance))
-            });
-        if let Some(v) = found {
-            if let Some(need) = v.driver_native.as_ref().filter(|n| *n > d) {
+            .filter_map(|v| v.driver_native)
+            .filter(|n| n > d)
+            .min();
+        if let Some(need) = need {
+            let at_need = Query {
+                driver: Some(need.clone()),
+                ..q.clone()
+            };
+            if let Some(v) = best(ix, &at_need).filter(|v| v.status == Status::Compatible) {
                 let branch = ix
-                    .branch_of(need)
+                    .branch_of(&need)
                     .map(|(b, _)| format!(" (R{} or newer)", b.branch))
                     .unwrap_or_default();
                 push(Suggestion {
@@ -75,16 +92,17 @@ pub(crate) fn suggest(ix: &Index<'_>, q: &Query, verdict: Status) -> Vec<Suggest
         }
     }
 
-    // Other builds of torch.
-    if !q.torch.is_empty() || q.cuda.is_some() || !q.variants.is_empty() {
+    // Other builds of torch: only what the flags asked is relaxed; the project's own
+    // files (its pins, requires-python, index URLs) stay, so a hint never leaves them.
+    if q.torch.iter().any(Pin::is_flag) || q.cuda.is_some() || q.variants.iter().any(|(_, o)| is_flag(o)) {
         let relaxed = Query {
-            torch: Vec::new(),
+            torch: project_only(&q.torch),
             cuda: None,
-            variants: Vec::new(),
+            variants: q.variants.iter().filter(|(_, o)| !is_flag(o)).cloned().collect(),
             ..q.clone()
         };
         if let Some(v) = best(ix, &relaxed).filter(|v| v.status <= target) {
-            let what = if q.torch.is_empty() {
+            let what = if !q.torch.iter().any(Pin::is_flag) {
                 format!("the {} build", v.variant)
             } else {
                 format!("torch {} ({})", v.torch, v.variant)
@@ -97,10 +115,10 @@ pub(crate) fn suggest(ix: &Index<'_>, q: &Query, verdict: Status) -> Vec<Suggest
             });
         }
         // The same torch release with another CUDA build.
-        if q.cuda.is_some() || !q.variants.is_empty() {
+        if q.cuda.is_some() || q.variants.iter().any(|(_, o)| is_flag(o)) {
             let relaxed = Query {
                 cuda: None,
-                variants: Vec::new(),
+                variants: q.variants.iter().filter(|(_, o)| !is_flag(o)).cloned().collect(),
                 ..q.clone()
             };
             if let Some(v) = best(ix, &relaxed).filter(|v| v.status <= target) {
@@ -114,10 +132,10 @@ pub(crate) fn suggest(ix: &Index<'_>, q: &Query, verdict: Status) -> Vec<Suggest
         }
     }
 
-    // Another Python.
-    if !q.python.is_empty() {
+    // Another Python (within the project's requires-python).
+    if q.python.iter().any(|(_, o)| is_flag(o)) {
         let relaxed = Query {
-            python: Vec::new(),
+            python: q.python.iter().filter(|(_, o)| !is_flag(o)).cloned().collect(),
             ..q.clone()
         };
         if let Some(v) = best(ix, &relaxed).filter(|v| v.status <= target) {
@@ -125,7 +143,7 @@ pub(crate) fn suggest(ix: &Index<'_>, q: &Query, verdict: Status) -> Vec<Suggest
                 .builds()
                 .iter()
                 .find(|b| b.rel.version == v.torch && b.v.tag == v.variant)
-                .and_then(|b| b.tags.last())
+                .and_then(|b| super::rules::preferred_python(ix, q, b))
                 .map(|t| t.py.clone());
             if let Some(py) = newest {
                 push(Suggestion {
