@@ -8,6 +8,7 @@ mod doctor;
 mod image;
 mod image_build;
 mod query;
+mod reading;
 mod refresh;
 mod show;
 mod stats;

@@ -1,0 +1,509 @@
+//! Inputs as people write them (GPU names from listings and nvidia-smi, counts, driver
+//! branches, bare versions), read the same way by every command; and answers that never
+//! pass without the facts.
+
+use serde_json::Value;
+
+use crate::support::{fixture, gpuenv, gpuenv_env, json, root};
+
+/// `gpuenv query ARGS --json --all`: (exit code, document); exit 0 or 1 only.
+fn query(args: &[&str]) -> (i32, Value) {
+    let mut a = vec!["query"];
+    a.extend_from_slice(args);
+    a.extend_from_slice(&["--json", "--all"]);
+    let run = gpuenv(&a);
+    assert!(
+        run.code == 0 || run.code == 1,
+        "{args:?}: exit {}: {}",
+        run.code,
+        run.stderr
+    );
+    (run.code, json(&run))
+}
+
+/// The GPUs and driver of a query as its header says them.
+fn header(args: &[&str]) -> String {
+    let (_, doc) = query(args);
+    doc["query"].as_str().unwrap().to_string()
+}
+
+fn host(name: &str) -> String {
+    fixture(&format!("hosts/{name}/host.json"))
+        .to_string_lossy()
+        .into_owned()
+}
+
+#[test]
+fn gpu_names_as_listings_and_nvidia_smi_write_them() {
+    for (written, record) in [
+        ("A100 80G SXM4", "A100 80GB SXM"),
+        ("A100-80G", "A100 80GB SXM"),
+        ("SXM4 A100 80GB", "A100 80GB SXM"),
+        ("NVIDIA A100-SXM4-80GB", "A100 80GB SXM"),
+        ("A100 80G PCIe", "A100 80GB PCIe"),
+        ("A100 40G", "A100 40GB SXM"),
+        ("H800 80G", "H800"),
+        ("L20 48G", "L20"),
+        ("H20 96G", "H20"),
+        ("4090 24G", "RTX 4090"),
+        ("GeForce RTX 4090", "RTX 4090"),
+        ("NVIDIA GeForce RTX 4090 D", "RTX 4090 D"),
+        ("RTX5090", "RTX 5090"),
+        ("NVIDIA H100 80GB HBM3", "H100 SXM"),
+        ("PCIe H100", "H100 PCIe"),
+        ("H100 NVL", "H100 NVL"),
+        ("Tesla V100-SXM2-32GB", "V100 SXM2 32GB"),
+        ("Tesla T4", "T4"),
+    ] {
+        let h = header(&["--gpu", written]);
+        assert_eq!(h, record, "{written}");
+    }
+}
+
+#[test]
+fn a_token_that_contradicts_the_record_is_no_match() {
+    for written in [
+        "A100 96G",
+        "A100 SXM5",
+        "RTX 4090 48G",
+        "H800 PCIe",
+        "H100 PCIe HBM3",
+        "A800 40GB Active",
+    ] {
+        let run = gpuenv(&["query", "--gpu", written]);
+        assert_eq!(run.code, 2, "{written}: {}", run.stdout);
+        assert!(
+            run.stderr.contains("no gpu record named") && run.stderr.contains("did you mean"),
+            "{written}: {}",
+            run.stderr
+        );
+        assert!(run.stdout.is_empty());
+    }
+    // The 40 GB name never reaches the 80 GB part.
+    let (_, doc) = query(&["--gpu", "A100 40G"]);
+    assert!(
+        !doc["query"].as_str().unwrap().contains("80GB"),
+        "{}",
+        doc["query"]
+    );
+}
+
+#[test]
+fn counts_in_every_common_form_and_what_gpuenv_prints_reads_back() {
+    for written in [
+        "8x H800",
+        "8 x H800",
+        "H800x8",
+        "H800 x 8",
+        "8*H800",
+        "H800*8",
+        "8×H800",
+        "8卡 H800",
+        "H800 8卡",
+        "8X H800",
+    ] {
+        assert_eq!(header(&["--gpu", written]), "8x H800", "{written}");
+    }
+    for (written, h) in [
+        ("8*A800", "8x A800 80GB SXM"),
+        ("A800*8", "8x A800 80GB SXM"),
+        ("8×A800", "8x A800 80GB SXM"),
+        ("8卡 A800", "8x A800 80GB SXM"),
+        ("2x4090", "2x RTX 4090"),
+        ("4x A100 80G PCIe", "4x A100 80GB PCIe"),
+    ] {
+        assert_eq!(header(&["--gpu", written]), h, "{written}");
+        // What the header says is accepted back as input, and means the same.
+        assert_eq!(header(&["--gpu", h]), h, "{h}");
+    }
+    // Mixed machines, repeated or comma-separated.
+    assert_eq!(
+        header(&["--gpu", "8x H100 SXM, 2x RTX 4090"]),
+        "8x H100 SXM, 2x RTX 4090"
+    );
+    // doctor's own lines read back too.
+    assert_eq!(header(&["--gpu", "8x H100 SXM (sm_90)"]), "8x H100 SXM");
+    assert_eq!(header(&["--gpu", "8x NVIDIA H100 80GB HBM3"]), "8x H100 SXM");
+}
+
+#[test]
+fn a_count_or_name_that_does_not_read_is_bad_input() {
+    for (written, says) in [
+        ("H100x0", "at least 1"),
+        ("0x H100", "at least 1"),
+        ("H100x99999999", "1024"),
+        ("8x H1000", "`H1000`; did you mean"),
+        ("8x", "no gpu record named `8x`"),
+    ] {
+        let run = gpuenv(&["query", "--gpu", written]);
+        assert_eq!(run.code, 2, "{written}");
+        assert!(run.stderr.contains(says), "{written}: {}", run.stderr);
+    }
+}
+
+#[test]
+fn gpuenv_gpus_reads_as_gpu_does_and_never_makes_an_unknown_gpu() {
+    for written in ["8x H800", "H800x8", "8*H800", "8卡 H800"] {
+        let run = gpuenv_env(
+            &root(),
+            &["doctor", "--host-facts", &host("no-gpu"), "--json"],
+            &[("GPUENV_GPUS", written)],
+        );
+        let doc = json(&run);
+        let gpus = doc["host"]["gpus"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{doc:#}"));
+        assert_eq!(gpus.len(), 8, "{written}");
+        assert!(gpus.iter().all(|g| g["name"] == "H800"), "{written}: {gpus:?}");
+    }
+    for written in ["8x H1000", "H100x0", "RTX 9999"] {
+        let run = gpuenv_env(
+            &root(),
+            &["doctor", "--host-facts", &host("no-gpu")],
+            &[("GPUENV_GPUS", written)],
+        );
+        assert_eq!(run.code, 2, "{written}: {}", run.stdout);
+        assert!(run.stderr.contains("GPUENV_GPUS="), "{}", run.stderr);
+        assert!(run.stdout.is_empty());
+    }
+}
+
+#[test]
+fn a_name_covering_several_records_says_which_one_the_query_used() {
+    let (_, doc) = query(&["--gpu", "A100", "--driver", "550.54.14"]);
+    assert_eq!(doc["query"], "A100 80GB SXM, driver 550.54.14");
+    let r = &doc["readings"][0];
+    assert_eq!(r["input"], "--gpu");
+    assert_eq!(r["given"], "A100");
+    assert_eq!(r["read_as"], "A100 80GB SXM");
+    let note = r["note"].as_str().unwrap();
+    for part in ["names 4 GPUs", "A100 40GB PCIe", "A100 80GB SXM", "`A100`"] {
+        assert!(note.contains(part), "{note}");
+    }
+    let run = gpuenv(&["query", "--gpu", "H100"]);
+    assert!(
+        run.stdout.contains("read:  --gpu H100: `H100` names 2 GPUs"),
+        "{}",
+        run.stdout
+    );
+    // One record, nothing to explain.
+    let (_, doc) = query(&["--gpu", "A100 80G SXM4"]);
+    assert_eq!(doc["readings"], serde_json::json!([]));
+}
+
+#[test]
+fn driver_branches_read_the_same_in_query_and_show() {
+    for written in ["535", "R535", "r535", "535.x"] {
+        let (_, doc) = query(&["--driver", written, "--gpu", "H100 SXM", "--torch", "2.4.1"]);
+        let first = doc["stacks"][0]["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["facts"]["driver"].is_string())
+            .map(|f| f["facts"]["driver"].clone());
+        assert_eq!(first, Some(serde_json::json!("535.54.03")), "{written}");
+        let note = doc["readings"][0]["note"].as_str().unwrap();
+        assert!(note.contains("earliest R535 release"), "{written}: {note}");
+        let run = gpuenv(&["show", "driver", written, "--json"]);
+        assert_eq!(run.code, 0, "{written}: {}", run.stderr);
+        assert_eq!(json(&run)["branch"], 535, "{written}");
+    }
+    // A full version is itself, printed as written.
+    let (_, doc) = query(&["--driver", "535.104.05", "--gpu", "H100 SXM"]);
+    assert_eq!(doc["query"], "H100 SXM, driver 535.104.05");
+    assert_eq!(doc["readings"], serde_json::json!([]));
+}
+
+#[test]
+fn bare_versions_mean_a_series() {
+    let torches = |args: &[&str]| -> Vec<String> {
+        let (_, doc) = query(args);
+        let mut v: Vec<String> = doc["stacks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["torch"].as_str().unwrap().to_string())
+            .collect();
+        v.sort();
+        v.dedup();
+        v
+    };
+    for written in ["2.4", "2.4.x", "2.4.*", "==2.4.*"] {
+        assert_eq!(torches(&["--torch", written]), ["2.4.0", "2.4.1"], "{written}");
+    }
+    let all2 = torches(&["--torch", "2"]);
+    assert!(
+        all2.contains(&"2.0.0".to_string()) && all2.contains(&"2.15.0".to_string()),
+        "{all2:?}"
+    );
+    assert!(!all2.iter().any(|t| t.starts_with("1.")), "{all2:?}");
+    assert_eq!(torches(&["--torch", "2.x"]), all2);
+    // An operator keeps PEP 440's meaning.
+    assert_eq!(torches(&["--torch", "==2.4"]), ["2.4.0"]);
+    assert_eq!(torches(&["--torch", "2.4.1"]), ["2.4.1"]);
+    let range = torches(&["--torch", ">=2.4,<2.6"]);
+    assert_eq!(range, ["2.4.0", "2.4.1", "2.5.0", "2.5.1"]);
+    // Python 3 is any 3.x; 3.11.4 is 3.11.
+    let (code, doc) = query(&["--python", "3", "--torch", "2.4.1"]);
+    assert_eq!(code, 0);
+    assert_eq!(doc["verdict"], "compatible");
+    let (_, doc) = query(&["--python", "3.11.4", "--torch", "2.4.1"]);
+    assert!(
+        doc["stacks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|s| s["python"] == "3.11")
+    );
+    // The header shows how each was read.
+    let run = gpuenv(&["query", "--torch", "2.4", "--python", "3"]);
+    assert!(
+        run.stdout.starts_with("query: torch ==2.4.*, Python ==3.*"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout
+            .contains("read:  --torch 2.4: `2.4` read as any 2.4.x release"),
+        "{}",
+        run.stdout
+    );
+    let (_, doc) = query(&["--torch", "2.4"]);
+    assert_eq!(doc["readings"][0]["read_as"], "==2.4.*");
+}
+
+#[test]
+fn a_question_no_build_answers_is_an_answer_not_bad_input() {
+    let (code, doc) = query(&["--torch", "2.6.0", "--cuda", "12.1"]);
+    assert_eq!(code, 1);
+    assert_eq!(doc["verdict"], "incompatible");
+    let codes: Vec<&str> = doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["code"].as_str().unwrap())
+        .collect();
+    assert_eq!(codes, ["no-matching-build", "cuda-no-build"]);
+    let changes: Vec<&str> = doc["suggestions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["change"].as_str().unwrap())
+        .collect();
+    for c in [
+        "--cuda 11.8 (the cu118 build)",
+        "--cuda 12.4 (the cu124 build)",
+        "--cuda 12.6 (the cu126 build)",
+    ] {
+        assert!(changes.contains(&c), "{changes:?}");
+    }
+    // Text: exit 1, the reason and the hints.
+    let run = gpuenv(&["query", "--torch", "2.6.0", "--cuda", "12.1"]);
+    assert_eq!(run.code, 1);
+    assert!(run.stdout.contains("FAIL cuda-no-build"), "{}", run.stdout);
+    assert!(run.stdout.contains("hint: --cuda 12.4"), "{}", run.stdout);
+}
+
+#[test]
+fn cuda_of_the_driver_is_named_as_such() {
+    // 12.2 is what nvidia-smi prints on a 535 driver; no torch build uses it.
+    for args in [
+        &["--cuda", "12.2", "--torch", "2.4"][..],
+        &["--cuda", "12.2"][..],
+        &["--cuda", "12.5", "--torch", "2.4.1", "--gpu", "H100"][..],
+    ] {
+        let (code, doc) = query(args);
+        assert_eq!(code, 1, "{args:?}");
+        let f = doc["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["code"] == "cuda-no-build")
+            .unwrap_or_else(|| panic!("{args:?}: {doc:#}"));
+        let msg = f["message"].as_str().unwrap();
+        assert!(msg.contains("nvidia-smi shows for the driver"), "{msg}");
+        assert!(!doc["suggestions"].as_array().unwrap().is_empty(), "{args:?}");
+    }
+    let (_, doc) = query(&["--cuda", "12.2", "--torch", "2.4"]);
+    let msg = doc["findings"][1]["message"].as_str().unwrap();
+    assert!(msg.contains("its builds are for CUDA 11.8, 12.1, 12.4"), "{msg}");
+}
+
+#[test]
+fn a_host_without_a_driver_or_gpu_never_passes_a_cuda_build() {
+    for name in ["no-gpu", "smi-missing", "nvml-mismatch"] {
+        let run = gpuenv(&["check", "--host-facts", &host(name), "--torch", "2.4.1", "--json"]);
+        assert_eq!(run.code, 1, "{name}: {}", run.stderr);
+        let doc = json(&run);
+        assert_eq!(doc["verdict"], "incompatible", "{name}");
+        assert_eq!(doc["stacks"], serde_json::json!([]), "{name}: no CUDA stack runs");
+        // The CPU build may pass.
+        let run = gpuenv(&[
+            "check",
+            "--host-facts",
+            &host(name),
+            "--torch",
+            "2.4.1",
+            "--cuda",
+            "cpu",
+            "--json",
+        ]);
+        assert_eq!(run.code, 0, "{name}: {}", run.stdout);
+        assert_eq!(json(&run)["verdict"], "compatible");
+    }
+    let run = gpuenv(&["check", "--host-facts", &host("no-gpu"), "--torch", "2.4.1"]);
+    assert!(run.stdout.contains("FAIL no-cuda-device"), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("no NVIDIA driver was found on this host"),
+        "{}",
+        run.stdout
+    );
+    let run = gpuenv(&[
+        "check",
+        "--host-facts",
+        &host("nvml-mismatch"),
+        "--torch",
+        "2.4.1",
+    ]);
+    assert!(
+        run.stdout.contains("library and its kernel module differ"),
+        "{}",
+        run.stdout
+    );
+}
+
+#[test]
+fn a_hint_names_the_smallest_change_within_the_project() {
+    // RTX 5090 on R550: R570 is enough, not the newest branch.
+    let (code, doc) = query(&["--gpu", "RTX 5090", "--driver", "550.54.14"]);
+    assert_eq!(code, 1);
+    let driver = doc["suggestions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["kind"] == "driver")
+        .unwrap_or_else(|| panic!("{doc:#}"));
+    assert!(
+        driver["change"].as_str().unwrap().contains("(R570 or newer)"),
+        "{driver}"
+    );
+    // The project says torch>=2.4,<2.6: no hint may name torch 2.7, although it would run.
+    let dir = tempfile::tempdir().unwrap();
+    let py = dir.path().join("pyproject.toml");
+    std::fs::write(
+        &py,
+        "[project]\nname = \"x\"\nversion = \"0\"\nrequires-python = \">=3.10\"\ndependencies = [\"torch>=2.4,<2.6\"]\n",
+    )
+    .unwrap();
+    let (code, doc) = query(&[
+        "--pyproject",
+        py.to_str().unwrap(),
+        "--gpu",
+        "RTX 5090",
+        "--driver",
+        "570.86.10",
+    ]);
+    assert_eq!(code, 1);
+    for s in doc["suggestions"].as_array().unwrap() {
+        let text = format!("{} {}", s["change"], s["gives"]);
+        for (i, _) in text.match_indices("torch ") {
+            let v: Vec<u32> = text[i + 6..]
+                .split(|c: char| !(c.is_ascii_digit() || c == '.'))
+                .next()
+                .unwrap_or("")
+                .split('.')
+                .filter_map(|p| p.parse().ok())
+                .collect();
+            assert!(v < vec![2, 6], "a hint outside torch>=2.4,<2.6: {text}");
+        }
+    }
+    // A --torch flag may be changed by a hint.
+    let (_, doc) = query(&["--torch", "2.4.1", "--gpu", "RTX 5090", "--driver", "570.86.10"]);
+    assert!(
+        doc["suggestions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["kind"] == "torch"),
+        "{doc:#}"
+    );
+}
+
+#[test]
+fn a_driver_branch_past_its_end_of_life_gets_a_finding() {
+    let (_, doc) = query(&["--gpu", "H100 SXM", "--driver", "535.104.05", "--torch", "2.4.1"]);
+    let s = &doc["stacks"][0];
+    let f = s["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["code"] == "driver-end-of-life")
+        .unwrap_or_else(|| panic!("{s:#}"));
+    assert_eq!(f["severity"], "warning");
+    assert_eq!(s["status"], "compatible", "a warning does not change the verdict");
+    let (_, doc) = query(&["--gpu", "H100 SXM", "--driver", "580.65.06", "--torch", "2.4.1"]);
+    assert!(
+        !doc["stacks"][0]["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["code"] == "driver-end-of-life")
+    );
+}
+
+#[test]
+fn the_best_stack_is_what_an_experienced_engineer_would_pick() {
+    for (args, newest) in [
+        (&["--gpu", "H100 SXM", "--driver", "580.65.06"][..], "3.15"),
+        (&["--gpu", "H100 SXM", "--driver", "550.54.14"][..], "3.13"),
+        (&["--torch", "2.4.1"][..], "3.12"),
+    ] {
+        let (_, doc) = query(args);
+        let best = &doc["stacks"][0];
+        let py = best["python"].as_str().unwrap();
+        assert_ne!(
+            py, newest,
+            "{args:?}: the newest line a build supports is not the default"
+        );
+        assert!(!py.ends_with('t'), "never free-threaded");
+    }
+    // Asked for, the newest is what it gets.
+    let (_, doc) = query(&["--torch", "2.4.1", "--python", "3.12"]);
+    assert_eq!(doc["stacks"][0]["python"], "3.12");
+    // The text shows the build's range of Pythons.
+    let run = gpuenv(&["query", "--torch", "2.4.1", "--cuda", "12.1"]);
+    assert!(
+        run.stdout.contains(
+            "best: torch 2.4.1+cu121 on Python 3.11 (compatible, native; wheels for Python 3.8-3.12)"
+        ),
+        "{}",
+        run.stdout
+    );
+}
+
+#[test]
+fn native_on_an_older_line_and_newer_through_a_rule_are_both_shown() {
+    let (_, doc) = query(&["--gpu", "H100 SXM", "--driver", "550.54.14"]);
+    assert_eq!(doc["stacks"][0]["status"], "compatible");
+    let newer = &doc["newer_conditional"];
+    assert_eq!(newer["status"], "conditional", "{doc:#}");
+    let best_torch = doc["stacks"][0]["torch"].as_str().unwrap();
+    let v = |s: &str| {
+        s.split('.')
+            .map(|p| p.parse::<u32>().unwrap())
+            .collect::<Vec<_>>()
+    };
+    assert!(v(newer["torch"].as_str().unwrap()) > v(best_torch));
+    let run = gpuenv(&["query", "--gpu", "H100 SXM", "--driver", "550.54.14"]);
+    assert!(run.stdout.contains("(compatible, native;"), "{}", run.stdout);
+    assert!(run.stdout.contains("\nnewer: torch "), "{}", run.stdout);
+    assert!(
+        run.stdout
+            .contains("the best above runs natively on an older CUDA line"),
+        "{}",
+        run.stdout
+    );
+    // Nothing to show when the newest build runs natively.
+    let (_, doc) = query(&["--gpu", "H100 SXM", "--driver", "595.45.04"]);
+    assert!(doc["newer_conditional"].is_null(), "{}", doc["newer_conditional"]);
+}
