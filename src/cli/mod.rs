@@ -243,25 +243,26 @@ struct CheckArgs {
     #[arg(long, value_name = "NAME")]
     expect_gpu: Option<String>,
     /// How many GPUs were ordered.
-    #[arg(long, value_name = "N")]
-    expect_gpus: Option<u32>,
-    /// Memory per GPU ordered, GB as sold (80).
-    #[arg(long, value_name = "GB")]
-    expect_gpu_memory: Option<f64>,
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    expect_gpus: Option<String>,
+    /// Memory per GPU ordered, as sold: GB (80), or with a unit (80GB, 81920MiB).
+    #[arg(long, value_name = "GB", allow_hyphen_values = true)]
+    expect_gpu_memory: Option<String>,
     /// The driver promised: a specifier (`>=535`).
     #[arg(long, value_name = "SPEC")]
     expect_driver: Option<String>,
     /// Logical CPUs ordered.
-    #[arg(long, value_name = "N")]
-    expect_cpus: Option<u32>,
-    /// Memory ordered, GiB.
-    #[arg(long, value_name = "GIB")]
-    expect_memory: Option<f64>,
-    /// Disk ordered, GB.
-    #[arg(long, value_name = "GB")]
-    expect_disk: Option<f64>,
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    expect_cpus: Option<String>,
+    /// Memory ordered: GiB (512), or with a unit (512GB, 1TB; binary: 1 TB = 1024 GiB).
+    #[arg(long, value_name = "GIB", allow_hyphen_values = true)]
+    expect_memory: Option<String>,
+    /// Disk ordered: GB (2000), or with a unit (2TB, 1.8TiB; decimal: 1 TB = 1000 GB).
+    #[arg(long, value_name = "GB", allow_hyphen_values = true)]
+    expect_disk: Option<String>,
     /// The order as a TOML file with the same items (`gpu`, `gpus`, `gpu_memory`,
-    /// `driver`, `cpus`, `memory`, `disk`); flags given as well take precedence.
+    /// `driver`, `cpus`, `memory`, `disk`), read with the same units as the flags; flags
+    /// given as well take precedence.
     #[arg(long, value_name = "FILE")]
     order: Option<std::path::PathBuf>,
     /// Treat a conditional answer as a failure (exit 1).
@@ -597,27 +598,36 @@ fn check(cli: &Cli, args: &CheckArgs, out: &mut dyn Write) -> Result<Exit, CliEr
     let db = open_db(&cli.db)?;
     let mut expect = match &args.order {
         Some(path) => {
-            let text = fs_err::read_to_string(path)
-                .map_err(|e| CliError::Usage(format!("cannot read order `{}`: {e}", path.display())))?;
-            toml::from_str::<crate::judge::Expect>(&text)
-                .map_err(|e| CliError::Usage(format!("order `{}`: {}", path.display(), e.message())))?
+            let text = fs_err::read_to_string(path).map_err(|e| {
+                CliError::Usage(format!(
+                    "cannot read order `{}`: {}",
+                    path.display(),
+                    match e.kind() {
+                        io::ErrorKind::NotFound => "no such file".to_string(),
+                        io::ErrorKind::InvalidData => "not UTF-8 text".to_string(),
+                        _ => e.to_string(),
+                    }
+                ))
+            })?;
+            crate::judge::parse_order(&path.display().to_string(), &text)
+                .map_err(|e| CliError::Usage(e.to_string()))?
         }
         None => crate::judge::Expect::default(),
     };
-    macro_rules! flag {
-        ($field:ident, $arg:expr) => {
-            if let Some(v) = $arg.clone() {
-                expect.$field = Some(v);
-            }
-        };
+    use crate::judge::Item;
+    for (item, value) in [
+        (Item::Gpu, &args.expect_gpu),
+        (Item::Gpus, &args.expect_gpus),
+        (Item::GpuMemory, &args.expect_gpu_memory),
+        (Item::Driver, &args.expect_driver),
+        (Item::Cpus, &args.expect_cpus),
+        (Item::Memory, &args.expect_memory),
+        (Item::Disk, &args.expect_disk),
+    ] {
+        if let Some(v) = value {
+            expect.set_flag(item, v).map_err(CliError::Usage)?;
+        }
     }
-    flag!(gpu, args.expect_gpu);
-    flag!(gpus, args.expect_gpus);
-    flag!(gpu_memory, args.expect_gpu_memory);
-    flag!(driver, args.expect_driver);
-    flag!(cpus, args.expect_cpus);
-    flag!(memory, args.expect_memory);
-    flag!(disk, args.expect_disk);
 
     let host = args.host.report(&args.python_path, &db)?;
     let acceptance = crate::judge::accept(&db, &host, &expect).map_err(CliError::Usage)?;
@@ -664,7 +674,7 @@ fn check(cli: &Cli, args: &CheckArgs, out: &mut dyn Write) -> Result<Exit, CliEr
         all: false,
         limit: args.limit,
     };
-    report::check(out, &q, &answer, &opts, &acceptance)?;
+    report::check(out, &q, &answer, &opts, &acceptance, &host.overrides)?;
     let accepted = acceptance.iter().all(|a| a.pass);
     let verdict_ok = match answer.verdict {
         Status::Compatible => true,

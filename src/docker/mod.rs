@@ -49,6 +49,10 @@ pub struct EngineInfo {
     /// newer way to expose GPUs).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cdi_spec_dirs: Vec<String>,
+    /// The CDI devices the Engine found in those directories (`nvidia.com/gpu=all`), where
+    /// it reports them (Engine 28.2 and later); older Engines leave it empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cdi_devices: Vec<String>,
 }
 
 /// How a registry failed a pull or push.
@@ -536,6 +540,13 @@ pub fn info(timeout: Duration) -> Result<EngineInfo, DockerError> {
                 runtimes,
                 default_runtime: info.default_runtime,
                 cdi_spec_dirs: info.cdi_spec_dirs.unwrap_or_default(),
+                cdi_devices: info
+                    .discovered_devices
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|d| d.source.as_deref() == Some("cdi"))
+                    .filter_map(|d| d.id)
+                    .collect(),
             })
         };
         tokio::time::timeout(timeout, work)

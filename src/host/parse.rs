@@ -4,7 +4,7 @@
 //! and its failure messages), `/proc/driver/nvidia/version`, `nvcc --version`, the CUDA
 //! toolkit's `version.json`/`version.txt`, cuDNN and NCCL headers, `ldconfig -p`,
 //! `/etc/os-release`, `ldd --version`, `getconf GNU_LIBC_VERSION`, `/proc/cpuinfo`,
-//! `/proc/meminfo`, `df -PkT` and `nvidia-ctk --version` into the types of
+//! `/proc/meminfo`, `df -PkT`, `nvidia-ctk --version` and CDI specs into the types of
 //! [`crate::host::types`].
 //!
 //! Must not: run commands, read files or the environment, print, or judge what it read
@@ -29,8 +29,8 @@ mod proptests;
 pub use smi::{SMI_QUERY_FIELDS, SMI_QUERY_FORMAT, smi_csv, smi_failure, smi_table_cuda, smi_xml};
 pub use system::{cpuinfo, df, getconf_glibc, ldd_version, meminfo_total_kib, os_release};
 pub use toolkit::{
-    cuda_version_json, cuda_version_txt, cudnn_header, ldconfig, lib_version, nccl_header, nvcc_version,
-    nvidia_ctk_version, proc_driver_version,
+    cdi_spec_kind, cuda_version_json, cuda_version_txt, cudnn_header, ldconfig, lib_version, nccl_header,
+    nvcc_version, nvidia_ctk_version, proc_driver_version,
 };
 pub use topo::smi_topo;
 

@@ -8,10 +8,15 @@
 //!    source means "next source"; `nvidia-smi topo -m` adds the interconnect.
 //! 2. CUDA toolkits: `nvcc` on PATH, then `/usr/local/cuda*/version.json` or `version.txt`.
 //! 3. cuDNN and NCCL: headers at the known paths, then `ldconfig -p`; pip packages come
-//!    with the Python probe.
+//!    with the Python probe. The driver's own libraries (`libcuda.so.1`,
+//!    `libnvidia-ml.so.1`) as `ldconfig -p` lists them, each resolved with `readlink -f`:
+//!    the file a link points to carries the user-space driver's version
+//!    (`libcuda.so.550.127`), which is all there is to compare with the kernel module when
+//!    NVML and nvidia-smi refuse to start over a mismatch.
 //! 4. Pythons: `--python`, the active venv (`VIRTUAL_ENV`) or conda env (`CONDA_PREFIX`),
 //!    then `python3` on PATH: one subprocess each, printing JSON.
-//! 5. Containers: the Docker Engine (through the seam) and `nvidia-ctk --version`.
+//! 5. Containers: the Docker Engine (through the seam), `nvidia-ctk --version`, and the CDI
+//!    specs in the directories the Engine reads them from (where it has CDI enabled).
 //! 6. System: `/etc/os-release`, glibc, kernel, CPU, memory, disks.
 //!
 //! Each group runs on its own thread; one that is not done by the deadline is reported as
@@ -56,6 +61,15 @@ pub struct LibFound {
     pub path: String,
     /// How it was found: `header`, `ldconfig`.
     pub source: String,
+}
+
+/// A CDI spec file in one of the Engine's spec directories.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CdiSpec {
+    /// Where (`/etc/cdi/nvidia.yaml`).
+    pub path: String,
+    /// The device kind it declares (`nvidia.com/gpu`), when it could be read.
+    pub kind: Option<String>,
 }
 
 /// What torch says about itself inside one Python.
@@ -118,6 +132,10 @@ pub struct HostReport {
     pub driver_cuda: Option<Sourced<CudaVersion>>,
     /// The loaded kernel module.
     pub kernel_module: Option<Sourced<KernelModule>>,
+    /// The driver's user-space libraries (`libcuda.so.1`, `libnvidia-ml.so.1`), each with
+    /// the version its real file carries.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub driver_libraries: Vec<LibFound>,
     /// GPUs.
     pub gpus: Vec<GpuInfo>,
     /// Where the GPU list came from.
@@ -140,6 +158,9 @@ pub struct HostReport {
     pub docker: Option<Result<EngineInfo, String>>,
     /// `nvidia-ctk` version.
     pub nvidia_ctk: Option<String>,
+    /// CDI specs in the Engine's spec directories.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cdi_specs: Vec<CdiSpec>,
     /// `/etc/os-release`.
     pub os: Option<OsRelease>,
     /// glibc.
@@ -156,6 +177,20 @@ pub struct HostReport {
     pub issues: Vec<ProbeIssue>,
     /// `GPUENV_*` overrides applied.
     pub overrides: Vec<String>,
+}
+
+impl HostReport {
+    /// Whether the `GPUENV_*` variable `var` replaced a fact of this report: it is in
+    /// [`HostReport::overrides`] (`VAR=value`), or a fact names it as its source.
+    pub fn overridden(&self, var: &str) -> bool {
+        self.overrides
+            .iter()
+            .any(|o| o.split_once('=').is_some_and(|(k, _)| k == var))
+            || self.driver.as_ref().is_some_and(|d| d.source == var)
+            || self.gpus_source.as_deref() == Some(var)
+            || self.nvcc.as_ref().is_some_and(|n| n.source == var)
+            || self.glibc.as_ref().is_some_and(|g| g.source == var)
+    }
 }
 
 /// How to probe.
@@ -400,9 +435,13 @@ const CUDNN_HEADERS: [&str; 4] = [
 ];
 const NCCL_HEADERS: [&str; 2] = ["/usr/include/nccl.h", "/usr/local/cuda/include/nccl.h"];
 
+/// The driver's user-space libraries, by the names `ldconfig -p` lists them under.
+const DRIVER_LIBRARIES: [&str; 2] = ["libcuda.so.1", "libnvidia-ml.so.1"];
+
 fn probe_libraries(sys: &dyn System) -> Part {
     let mut cudnn = Vec::new();
     let mut nccl = Vec::new();
+    let mut driver_libraries = Vec::new();
     for h in CUDNN_HEADERS {
         if let Some(v) = sys.read(h).and_then(|t| parse::cudnn_header(&t)) {
             cudnn.push(LibFound {
@@ -432,7 +471,11 @@ fn probe_libraries(sys: &dyn System) -> Part {
             // The versioned file name (libcudnn.so.9.1.0) says the full version; the link
             // name (libcudnn.so.9) only the major.
             let file = lib.path.rsplit('/').next().unwrap_or(&lib.path).to_string();
-            if lib.name.starts_with("libcudnn.so") {
+            if DRIVER_LIBRARIES.contains(&lib.name.as_str()) {
+                if let Some(found) = driver_library(sys, &lib.name, &lib.path) {
+                    driver_libraries.push(found);
+                }
+            } else if lib.name.starts_with("libcudnn.so") {
                 cudnn.push(LibFound {
                     version: parse::lib_version(&file, "libcudnn.so.")
                         .or_else(|| parse::lib_version(&lib.name, "libcudnn.so.")),
@@ -452,6 +495,29 @@ fn probe_libraries(sys: &dyn System) -> Part {
     Box::new(move |r: &mut HostReport| {
         r.cudnn = cudnn;
         r.nccl = nccl;
+        r.driver_libraries = driver_libraries;
+    })
+}
+
+/// `libcuda.so.1` resolved to the file it links to, and the driver version that file's
+/// name carries (`libcuda.so.550.127`); `None` when it does not resolve to a versioned file.
+fn driver_library(sys: &dyn System, name: &str, path: &str) -> Option<LibFound> {
+    let out = sys.run("readlink", &["-f", path]);
+    if !out.ok() {
+        return None;
+    }
+    let target = out.stdout.trim();
+    let stem = name.strip_suffix(".1").unwrap_or(name);
+    let version = parse::lib_version(target, stem)?;
+    // `libcuda.so.1` itself, unresolved, names no driver.
+    version
+        .parse::<DriverVersion>()
+        .ok()
+        .filter(|_| version.contains('.'))?;
+    Some(LibFound {
+        version: Some(version),
+        path: target.to_string(),
+        source: format!("readlink -f {path}"),
     })
 }
 
@@ -564,9 +630,25 @@ fn probe_containers(sys: &dyn System) -> Part {
     } else {
         None
     };
+    // The Engine reports spec directories only with CDI enabled; the specs in them decide
+    // which devices `--device vendor/class=...` can name.
+    let mut cdi_specs = Vec::new();
+    if let Ok(info) = &docker {
+        for dir in &info.cdi_spec_dirs {
+            for name in sys.list(dir).unwrap_or_default() {
+                if !(name.ends_with(".yaml") || name.ends_with(".yml") || name.ends_with(".json")) {
+                    continue;
+                }
+                let path = format!("{}/{name}", dir.trim_end_matches('/'));
+                let kind = sys.read(&path).and_then(|t| parse::cdi_spec_kind(&t));
+                cdi_specs.push(CdiSpec { path, kind });
+            }
+        }
+    }
     Box::new(move |r: &mut HostReport| {
         r.docker = Some(docker);
         r.nvidia_ctk = nvidia_ctk;
+        r.cdi_specs = cdi_specs;
     })
 }
 

@@ -2,16 +2,26 @@
 //! and acceptance against what was ordered.
 //!
 //! Owns: the doctor check list (stable ids in [`CHECKS`]), turning host facts into a
-//! resolver query, and the acceptance items. Must not: probe (facts arrive as a
-//! [`HostReport`]), print, or restate a compatibility rule (those are the resolver's: its
-//! findings are passed through with their codes).
+//! resolver query, reading an order ([`order`]) and the acceptance items (`accept`).
+//! Must not: probe (facts arrive as a [`HostReport`]), print, or restate a compatibility
+//! rule (those are the resolver's: its findings are passed through with their codes).
+//!
+//! A check that fails because of another says so and names the real cause: with a
+//! driver/library mismatch, `cuda-available` says the mismatch is why, not "no GPU". And a
+//! check never passes on a fact it does not have: an unknown user-space driver, GPUs the
+//! database lacks, or no usable GPU turn a pass into a skip, a warning or a failure.
 
 use serde::Serialize;
 
 use crate::db::Db;
 use crate::host::{HostReport, SmiFailure};
-use crate::model::{Version, VersionSpecifiers};
 use crate::resolve::{Finding, GpuAsk, Installed, Query, Status, judge_installed};
+
+mod accept;
+pub mod order;
+
+pub use accept::{AcceptVerdict, Acceptance, accept, override_for};
+pub use order::{Expect, Item, OrderError, Size, parse_order};
 
 /// Every doctor check id: part of the JSON contract.
 pub const CHECKS: &[(&str, &str)] = &[
@@ -156,10 +166,6 @@ pub fn machine_query(db: &Db, host: &HostReport) -> Query {
     }
 }
 
-fn gib(kib: u64) -> f64 {
-    kib as f64 / (1024.0 * 1024.0)
-}
-
 fn gb(kib: u64) -> f64 {
     kib as f64 * 1024.0 / 1e9
 }
@@ -202,49 +208,20 @@ pub fn doctor(db: &Db, host: &HostReport, opts: &DoctorOptions) -> Vec<Check> {
     let machine = machine_query(db, host);
 
     // GPUs visible.
-    out.push(match (&host.gpu_failure, host.gpus.len()) {
-        (_, n) if n > 0 => check(
+    out.push(match host.gpus.len() {
+        0 => check("gpus-visible", Verdict::Fail, no_gpu_cause(host)),
+        n => check(
             "gpus-visible",
             Verdict::Pass,
-            format!("{n} GPU{} visible ({})", if n == 1 { "" } else { "s" }, host.gpus_source.as_deref().unwrap_or("?")),
-        ),
-        (Some(SmiFailure::DriverLibraryMismatch { nvml_version }), _) => check(
-            "gpus-visible",
-            Verdict::Fail,
             format!(
-                "nvidia-smi: Failed to initialize NVML: Driver/library version mismatch: the user-space driver{} differs from the loaded kernel module{}; reboot (or unload and reload the nvidia modules) after a driver upgrade",
-                nvml_version.as_deref().map(|v| format!(" ({v})")).unwrap_or_default(),
-                host.kernel_module.as_ref().map(|k| format!(" ({})", k.value.version)).unwrap_or_default()
+                "{n} GPU{} visible ({})",
+                if n == 1 { "" } else { "s" },
+                host.gpus_source.as_deref().unwrap_or("?")
             ),
         ),
-        (Some(SmiFailure::NoDriver), _) => check("gpus-visible", Verdict::Fail, "nvidia-smi cannot communicate with the NVIDIA driver: the kernel module is not loaded (install the driver, or reboot after installing it)"),
-        (Some(SmiFailure::NoDevices), _) => check("gpus-visible", Verdict::Fail, "the driver is loaded but finds no GPU (a failed adapter initialisation, or GPUs not passed through to this machine)"),
-        (Some(SmiFailure::Other { message }), _) => check("gpus-visible", Verdict::Fail, format!("nvidia-smi failed: {message}")),
-        (Some(SmiFailure::NotFound) | None, _) => match &host.kernel_module {
-            Some(k) => check(
-                "gpus-visible",
-                Verdict::Fail,
-                format!("the NVIDIA kernel module {} is loaded, but neither NVML nor nvidia-smi answers: install the driver's user-space libraries and utilities", k.value.version),
-            ),
-            None => check("gpus-visible", Verdict::Fail, "no NVIDIA GPU: neither NVML nor nvidia-smi is available on this machine"),
-        },
     });
 
-    // User space vs kernel module.
-    match (&host.driver, &host.kernel_module) {
-        (Some(d), Some(k)) if d.source != "/proc/driver/nvidia/version" && !d.source.starts_with("GPUENV_") && d.value != k.value.version => out.push(check(
-            "driver-module",
-            Verdict::Fail,
-            format!("user-space driver {} ({}) differs from the loaded kernel module {}: reboot after the driver upgrade", d.value, d.source, k.value.version),
-        )),
-        (Some(d), Some(k)) => out.push(check(
-            "driver-module",
-            Verdict::Pass,
-            format!("driver {} with the {} kernel module", d.value, if k.value.open { "open" } else { "proprietary" }),
-        )),
-        (Some(d), None) => out.push(check("driver-module", Verdict::Skip, format!("driver {} ({}); no /proc/driver/nvidia/version to compare with", d.value, d.source))),
-        (None, _) => out.push(check("driver-module", Verdict::Skip, "no NVIDIA driver found")),
-    }
+    out.push(driver_module(host));
 
     // GPUs in the database.
     let (asks, unknown) = host_gpus(db, host);
@@ -342,24 +319,53 @@ pub fn doctor(db: &Db, host: &HostReport, opts: &DoctorOptions) -> Vec<Check> {
                 arch_list: t.arch_list.clone(),
                 python: py.clone(),
             };
+            let what = format!(
+                "torch {} (CUDA {}) in {} (Python {py})",
+                t.version,
+                t.cuda.as_deref().unwrap_or("none: a CPU build"),
+                p.path
+            );
             match judge_installed(db, &machine, &installed) {
+                // A CUDA build with no usable GPU runs nowhere, whatever the resolver makes
+                // of the driver alone: say why no GPU is usable.
+                judged if t.cuda.is_some() && host.gpus.is_empty() => {
+                    let mut c = check(
+                        "torch-stack",
+                        Verdict::Fail,
+                        format!("{what}: cannot run on a GPU here: {}", no_gpu_because(host)),
+                    );
+                    if let Ok(stack) = judged {
+                        c.findings = stack
+                            .findings
+                            .iter()
+                            .filter(|f| f.severity > crate::resolve::Severity::Info)
+                            .cloned()
+                            .collect();
+                    }
+                    out.push(c);
+                }
                 Ok(stack) => {
-                    let verdict = match stack.status {
+                    let mut verdict = match stack.status {
                         Status::Compatible => Verdict::Pass,
                         Status::Conditional => Verdict::Warn,
                         Status::Incompatible => Verdict::Fail,
                     };
-                    let mut c = check(
-                        "torch-stack",
-                        verdict,
-                        format!(
-                            "torch {} (CUDA {}) in {} (Python {py}): {}",
-                            t.version,
-                            t.cuda.as_deref().unwrap_or("none: a CPU build"),
-                            p.path,
-                            stack.status
-                        ),
-                    );
+                    let mut reason = format!("{what}: {}", stack.status);
+                    // A pass needs every fact it rests on.
+                    if t.cuda.is_some() && verdict == Verdict::Pass {
+                        if !unknown.is_empty() {
+                            verdict = Verdict::Warn;
+                            reason.push_str(&format!(
+                                "; not checked against {}: not in compat-db, so its architecture is unknown",
+                                unknown.join(", ")
+                            ));
+                        }
+                        if host.driver.is_none() {
+                            verdict = Verdict::Warn;
+                            reason.push_str("; the driver's version is unknown, so torch's CUDA was not checked against it");
+                        }
+                    }
+                    let mut c = check("torch-stack", verdict, reason);
                     c.findings = stack
                         .findings
                         .iter()
@@ -384,38 +390,7 @@ pub fn doctor(db: &Db, host: &HostReport, opts: &DoctorOptions) -> Vec<Check> {
         }
     }
 
-    // Containers.
-    out.push(match &host.docker {
-        None => check("container-runtime", Verdict::Skip, "the Docker probe did not run"),
-        Some(Err(e)) => check("container-runtime", Verdict::Skip, format!("no Docker Engine: {e}")),
-        Some(Ok(info)) => {
-            let nvidia = info.runtimes.iter().any(|r| r.contains("nvidia"));
-            let cdi = !info.cdi_spec_dirs.is_empty() && host.nvidia_ctk.is_some();
-            let default = info.default_runtime.as_deref() == Some("nvidia");
-            if nvidia || cdi {
-                check(
-                    "container-runtime",
-                    Verdict::Pass,
-                    format!(
-                        "Docker {} has the NVIDIA runtime{}{}",
-                        info.server_version.as_deref().unwrap_or("?"),
-                        if default { " (the default)" } else { " (use `--gpus all` or `--runtime nvidia`)" },
-                        host.nvidia_ctk.as_deref().map(|v| format!("; nvidia-ctk {v}")).unwrap_or_default()
-                    ),
-                )
-            } else {
-                check(
-                    "container-runtime",
-                    if host.gpus.is_empty() { Verdict::Skip } else { Verdict::Warn },
-                    format!(
-                        "Docker {} has no NVIDIA runtime (runtimes: {}): containers will not see the GPUs; install nvidia-container-toolkit and run `nvidia-ctk runtime configure --runtime=docker`",
-                        info.server_version.as_deref().unwrap_or("?"),
-                        info.runtimes.join(", ")
-                    ),
-                )
-            }
-        }
-    });
+    out.push(container_runtime(host));
 
     // Disk.
     out.push(match data_disk(host) {
@@ -452,6 +427,311 @@ pub fn doctor(db: &Db, host: &HostReport, opts: &DoctorOptions) -> Vec<Check> {
     out
 }
 
+/// What to do about a driver whose user space and kernel module differ.
+const RELOAD: &str = "reboot, or unload and reload the nvidia kernel modules, so that the loaded module matches the installed libraries";
+
+/// Sources of a driver version that are the user-space driver itself (the kernel module's
+/// `/proc/driver/nvidia/version` and overrides are not).
+fn is_user_space(source: &str) -> bool {
+    source == "nvml" || source.starts_with("nvidia-smi")
+}
+
+/// Every version of the user-space driver the probes read, each with where: NVML or
+/// nvidia-smi when they answered, the NVML library version nvidia-smi prints beside a
+/// mismatch, and the driver libraries' file names.
+fn user_space_versions(host: &HostReport) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    if let Some(d) = host.driver.as_ref().filter(|d| is_user_space(&d.source)) {
+        out.push((d.value.to_string(), d.source.clone()));
+    }
+    if let Some(SmiFailure::DriverLibraryMismatch {
+        nvml_version: Some(v),
+    }) = &host.gpu_failure
+    {
+        out.push((v.clone(), "the NVML library version nvidia-smi prints".into()));
+    }
+    for lib in &host.driver_libraries {
+        if let Some(v) = &lib.version {
+            out.push((v.clone(), lib.path.clone()));
+        }
+    }
+    out
+}
+
+/// Whether NVML or nvidia-smi refused to start over a driver/library version mismatch.
+fn mismatch_reported(host: &HostReport) -> bool {
+    matches!(host.gpu_failure, Some(SmiFailure::DriverLibraryMismatch { .. }))
+        || host
+            .issues
+            .iter()
+            .any(|i| i.probe == "nvml" && i.message.to_ascii_lowercase().contains("version mismatch"))
+}
+
+/// Whether a user-space version agrees with the module's, as far as both go: nvidia-smi
+/// prints the NVML library as `570.124` beside a `570.124.06` module.
+fn same_driver(user: &str, module: &str) -> bool {
+    let parts = |v: &str| v.split('.').map(|p| p.parse::<u64>().ok()).collect::<Vec<_>>();
+    let (u, m) = (parts(user), parts(module));
+    if u.iter().chain(&m).any(Option::is_none) {
+        return user == module;
+    }
+    u.iter().zip(&m).all(|(a, b)| a == b)
+}
+
+/// Why no GPU is usable on this host: the first failure in the chain module, user-space
+/// driver, NVML/nvidia-smi, devices. `gpus-visible` says it in full; the checks that fail
+/// for want of a GPU say it in a clause ([`no_gpu_because`]).
+fn no_gpu_cause(host: &HostReport) -> String {
+    if mismatch_reported(host) {
+        let who = if matches!(host.gpu_failure, Some(SmiFailure::DriverLibraryMismatch { .. })) {
+            "nvidia-smi: Failed to initialize NVML"
+        } else {
+            "NVML"
+        };
+        let module = host.kernel_module.as_ref().map(|k| k.value.version.to_string());
+        let user = user_space_versions(host);
+        let shown = user
+            .iter()
+            .find(|(v, _)| module.as_deref().is_none_or(|m| !same_driver(v, m)))
+            .or(user.first());
+        return format!(
+            "{who}: Driver/library version mismatch: the user-space driver{} differs from the loaded kernel module{}; {RELOAD}",
+            shown.map(|(v, _)| format!(" ({v})")).unwrap_or_default(),
+            module.map(|m| format!(" ({m})")).unwrap_or_default()
+        );
+    }
+    match &host.gpu_failure {
+        Some(SmiFailure::NoDriver) => "nvidia-smi cannot communicate with the NVIDIA driver: the kernel module is not loaded (install the driver, or reboot after installing it)".to_string(),
+        Some(SmiFailure::NoDevices) => "the driver is loaded but finds no GPU (a failed adapter initialisation, or GPUs not passed through to this machine)".to_string(),
+        Some(SmiFailure::Other { message }) => format!("nvidia-smi failed: {message}"),
+        Some(SmiFailure::NotFound | SmiFailure::DriverLibraryMismatch { .. }) | None => match &host.kernel_module {
+            Some(k) => format!(
+                "the NVIDIA kernel module {} is loaded, but neither NVML nor nvidia-smi answers: install the driver's user-space libraries and utilities",
+                k.value.version
+            ),
+            None => "no NVIDIA GPU: neither NVML nor nvidia-smi is available on this machine".to_string(),
+        },
+    }
+}
+
+/// [`no_gpu_cause`] in a clause, for the checks that fail because no GPU is usable.
+fn no_gpu_because(host: &HostReport) -> String {
+    let why = if mismatch_reported(host) {
+        let module = host.kernel_module.as_ref().map(|k| k.value.version.to_string());
+        let user = user_space_versions(host);
+        let shown = user
+            .iter()
+            .find(|(v, _)| module.as_deref().is_none_or(|m| !same_driver(v, m)))
+            .or(user.first());
+        format!(
+            "a driver library/module mismatch (user space{}, kernel module{}): reboot or reload the nvidia kernel modules",
+            shown
+                .map(|(v, _)| format!(" {v}"))
+                .unwrap_or_else(|| " unknown".into()),
+            module
+                .map(|m| format!(" {m}"))
+                .unwrap_or_else(|| " unknown".into())
+        )
+    } else {
+        match (&host.gpu_failure, &host.kernel_module) {
+            (Some(SmiFailure::NoDriver), _) => "the NVIDIA kernel module is not loaded".to_string(),
+            (Some(SmiFailure::NoDevices), _) => "the driver finds no GPU".to_string(),
+            (Some(SmiFailure::Other { message }), _) => format!("nvidia-smi failed: {message}"),
+            (_, Some(k)) => format!(
+                "the driver's user-space libraries are missing (only the kernel module {} is loaded)",
+                k.value.version
+            ),
+            (_, None) => "this machine has no NVIDIA driver or GPU".to_string(),
+        }
+    };
+    format!("no GPU is usable: {why} (see gpus-visible)")
+}
+
+/// The user-space driver against the loaded kernel module. It passes only when a
+/// user-space version was read and every one read agrees with the module; a mismatch NVML
+/// reported fails even when no user-space version could be read.
+fn driver_module(host: &HostReport) -> Check {
+    let user = user_space_versions(host);
+    let listed = |vs: &[&(String, String)]| {
+        vs.iter()
+            .map(|(v, src)| format!("{v} ({src})"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mismatch = mismatch_reported(host);
+    let Some(k) = &host.kernel_module else {
+        return if mismatch {
+            check(
+                "driver-module",
+                Verdict::Fail,
+                format!(
+                    "NVML reports a driver/library version mismatch, and /proc/driver/nvidia/version cannot be read to name the loaded kernel module; {RELOAD}"
+                ),
+            )
+        } else if user.is_empty() {
+            check("driver-module", Verdict::Skip, "no NVIDIA driver found")
+        } else {
+            check(
+                "driver-module",
+                Verdict::Skip,
+                format!(
+                    "user-space driver {}; no /proc/driver/nvidia/version to compare with",
+                    listed(&user.iter().collect::<Vec<_>>())
+                ),
+            )
+        };
+    };
+    let module = k.value.version.to_string();
+    let kind = if k.value.open { "open" } else { "proprietary" };
+    let differing: Vec<&(String, String)> = user.iter().filter(|(v, _)| !same_driver(v, &module)).collect();
+    if !differing.is_empty() {
+        return check(
+            "driver-module",
+            Verdict::Fail,
+            format!(
+                "the user-space driver {} differs from the loaded {kind} kernel module {module}: {RELOAD}",
+                listed(&differing)
+            ),
+        );
+    }
+    if mismatch {
+        return check(
+            "driver-module",
+            Verdict::Fail,
+            format!(
+                "NVML reports a driver/library version mismatch with the loaded {kind} kernel module {module}{}: {RELOAD}",
+                if user.is_empty() {
+                    ", and the user-space driver's version could not be read".to_string()
+                } else {
+                    format!(
+                        " (user space read as {})",
+                        listed(&user.iter().collect::<Vec<_>>())
+                    )
+                }
+            ),
+        );
+    }
+    if !user.is_empty() {
+        return check(
+            "driver-module",
+            Verdict::Pass,
+            format!(
+                "the user-space driver {} matches the loaded {kind} kernel module {module}",
+                listed(&user.iter().collect::<Vec<_>>())
+            ),
+        );
+    }
+    let why = match host.driver.as_ref().filter(|d| d.source.starts_with("GPUENV_")) {
+        Some(d) => format!(
+            "the driver {} comes from {} (an override), and no user-space driver was read",
+            d.value, d.source
+        ),
+        None => "neither NVML nor nvidia-smi answered and no driver library could be resolved".to_string(),
+    };
+    check(
+        "driver-module",
+        Verdict::Skip,
+        format!(
+            "only the loaded {kind} kernel module {module} is known: {why}, so the user-space driver cannot be compared with it"
+        ),
+    )
+}
+
+/// Whether Docker hands the GPUs to containers: through the registered `nvidia` runtime,
+/// or through CDI (the Engine has CDI enabled and a spec of kind `nvidia.com/gpu` is in
+/// its spec directories). With the toolkit installed (`nvidia-ctk` found), the advice is
+/// what is missing, not to install it.
+fn container_runtime(host: &HostReport) -> Check {
+    let info = match &host.docker {
+        None => return check("container-runtime", Verdict::Skip, "the Docker probe did not run"),
+        Some(Err(e)) => {
+            return check(
+                "container-runtime",
+                Verdict::Skip,
+                format!("no Docker Engine: {e}"),
+            );
+        }
+        Some(Ok(info)) => info,
+    };
+    let docker = format!("Docker {}", info.server_version.as_deref().unwrap_or("?"));
+    let runtime = info.runtimes.iter().any(|r| r.contains("nvidia"));
+    let cdi_enabled = !info.cdi_spec_dirs.is_empty();
+    let cdi_spec = host
+        .cdi_specs
+        .iter()
+        .find(|s| s.kind.as_deref() == Some("nvidia.com/gpu"))
+        .map(|s| s.path.clone())
+        .or_else(|| {
+            info.cdi_devices
+                .iter()
+                .any(|d| d.starts_with("nvidia.com/gpu="))
+                .then(|| "the Engine's discovered devices".to_string())
+        });
+    let cdi = cdi_enabled.then_some(cdi_spec).flatten();
+    let ctk = host
+        .nvidia_ctk
+        .as_deref()
+        .map(|v| format!("; nvidia-ctk {v}"))
+        .unwrap_or_default();
+    // A machine with no trace of an NVIDIA driver has nothing for a runtime to hand over.
+    let nvidia_here = !host.gpus.is_empty()
+        || host.kernel_module.is_some()
+        || mismatch_reported(host)
+        || matches!(
+            host.gpu_failure,
+            Some(SmiFailure::NoDriver | SmiFailure::NoDevices | SmiFailure::Other { .. })
+        );
+    if runtime || cdi.is_some() {
+        let how = match (runtime, &cdi) {
+            (true, _) => format!(
+                "has the NVIDIA runtime{}",
+                if info.default_runtime.as_deref() == Some("nvidia") {
+                    " (the default)"
+                } else {
+                    " (use `--gpus all` or `--runtime nvidia`)"
+                }
+            ),
+            (false, Some(spec)) => {
+                format!("has CDI devices nvidia.com/gpu ({spec}): use `--device nvidia.com/gpu=all`")
+            }
+            (false, None) => unreachable!("one of the two holds"),
+        };
+        return if host.gpus.is_empty() && nvidia_here {
+            check(
+                "container-runtime",
+                Verdict::Fail,
+                format!(
+                    "{docker} {how}, but containers get no GPU: {}",
+                    no_gpu_because(host)
+                ),
+            )
+        } else {
+            check("container-runtime", Verdict::Pass, format!("{docker} {how}{ctk}"))
+        };
+    }
+    let verdict = if nvidia_here { Verdict::Warn } else { Verdict::Skip };
+    let runtimes = info.runtimes.join(", ");
+    let reason = match &host.nvidia_ctk {
+        Some(v) => {
+            let cdi_fix = if cdi_enabled {
+                format!(
+                    "; or, as the Engine reads CDI specs from {} and none there is for nvidia.com/gpu, generate one with `sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml` and run containers with `--device nvidia.com/gpu=all`",
+                    info.cdi_spec_dirs.join(", ")
+                )
+            } else {
+                String::new()
+            };
+            format!(
+                "the NVIDIA Container Toolkit is installed (nvidia-ctk {v}), but the `nvidia` runtime is not registered with {docker} (runtimes: {runtimes}): containers will not see the GPUs; register it with `sudo nvidia-ctk runtime configure --runtime=docker`, then restart dockerd (`sudo systemctl restart docker`){cdi_fix}"
+            )
+        }
+        None => format!(
+            "{docker} has no NVIDIA runtime (runtimes: {runtimes}) and nvidia-ctk is not installed: containers will not see the GPUs; install nvidia-container-toolkit, then run `sudo nvidia-ctk runtime configure --runtime=docker` and restart dockerd"
+        ),
+    };
+    check("container-runtime", verdict, reason)
+}
+
 fn cuda_available(host: &HostReport, p: &crate::host::PythonEnv, t: &crate::host::TorchProbe) -> Check {
     if t.cuda_available {
         return check(
@@ -467,7 +747,15 @@ fn cuda_available(host: &HostReport, p: &crate::host::PythonEnv, t: &crate::host
             t.version
         )
     } else if host.gpus.is_empty() {
-        "no NVIDIA GPU is visible to this machine".to_string()
+        // torch's own words (often "Error 804" or "no CUDA GPUs are available") describe the
+        // symptom; the probes know the cause.
+        format!(
+            "{}{}",
+            no_gpu_because(host),
+            said.as_deref()
+                .map(|s| format!(" (torch says: {s})"))
+                .unwrap_or_default()
+        )
     } else if let Some(s) = &said {
         if s.contains("too old") {
             format!(
@@ -586,163 +874,125 @@ fn cudnn_shadowing(host: &HostReport, p: &crate::host::PythonEnv, t: &crate::hos
                 system.join(", ")
             ),
         ),
-        _ => check(
+        _ if t.cuda.is_none() => check(
             "cudnn-shadowing",
             Verdict::Skip,
-            "cuDNN is not loaded by torch here (a CPU build, or CUDA did not initialise)",
+            "torch is a CPU build: it loads no cuDNN",
+        ),
+        _ if !t.cuda_available => check(
+            "cudnn-shadowing",
+            Verdict::Skip,
+            "torch loaded no cuDNN: CUDA did not initialise (see cuda-available)",
+        ),
+        (_, Some(l)) => check(
+            "cudnn-shadowing",
+            Verdict::Skip,
+            format!(
+                "torch loads cuDNN {l}; no nvidia-cudnn wheel or system cuDNN was found to compare it with"
+            ),
+        ),
+        (_, None) => check(
+            "cudnn-shadowing",
+            Verdict::Skip,
+            "torch reports no cuDNN version although CUDA initialised",
         ),
     }
 }
 
-/// What was ordered, to check the delivered host against.
-#[derive(Debug, Clone, Default, PartialEq, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Expect {
-    /// GPU model (name or alias).
-    pub gpu: Option<String>,
-    /// Number of GPUs.
-    pub gpus: Option<u32>,
-    /// Memory per GPU, GB as sold (80 for an 80 GB H100).
-    pub gpu_memory: Option<f64>,
-    /// Driver version specifier (`>=535`).
-    pub driver: Option<String>,
-    /// Logical CPUs.
-    pub cpus: Option<u32>,
-    /// Memory, GiB.
-    pub memory: Option<f64>,
-    /// Disk capacity, GB, over all real filesystems.
-    pub disk: Option<f64>,
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host::probe::ProbeIssue;
+    use crate::host::{KernelModule, LibFound, Sourced};
 
-impl Expect {
-    /// Whether anything is expected.
-    pub fn is_empty(&self) -> bool {
-        *self == Expect::default()
+    fn module(v: &str) -> Option<Sourced<KernelModule>> {
+        Some(Sourced::new(
+            KernelModule {
+                version: v.parse().unwrap(),
+                open: true,
+                arch: None,
+            },
+            "/proc/driver/nvidia/version",
+        ))
     }
-}
 
-/// One acceptance item.
-#[derive(Debug, Clone, Serialize)]
-pub struct Acceptance {
-    /// `gpu`, `gpus`, `gpu_memory`, `driver`, `cpus`, `memory`, `disk`.
-    pub item: &'static str,
-    /// What was ordered.
-    pub expected: String,
-    /// What the host has.
-    pub found: String,
-    /// Whether it matches.
-    pub pass: bool,
-}
+    #[test]
+    fn versions_agree_as_far_as_both_go() {
+        assert!(same_driver("570.124", "570.124.06"));
+        assert!(same_driver("550.90.07", "550.90.07"));
+        assert!(!same_driver("550.127", "550.90.07"));
+        assert!(!same_driver("570.124.04", "570.124.06"));
+        assert!(!same_driver("35.3.1", "535.104.05"));
+        assert!(!same_driver("550.x", "550.90.07"));
+    }
 
-/// Checks the host against the order. A GPU's memory matches when it is at least 95% of
-/// the size sold (the driver reserves some: an 80 GB H100 reports 79.6 GiB).
-pub fn accept(db: &Db, host: &HostReport, e: &Expect) -> Result<Vec<Acceptance>, String> {
-    let mut out = Vec::new();
-    let names: Vec<&str> = host.gpus.iter().map(|g| g.name.as_str()).collect();
-    if let Some(want) = &e.gpu {
-        let rec = db.gpu(want).map_err(|err| format!("--expect-gpu: {err}"))?;
-        let matching = host
-            .gpus
-            .iter()
-            .filter(|g| db.gpu(&g.name).map(|r| r.id == rec.id).unwrap_or(false))
-            .count();
-        let found = if names.is_empty() {
-            "no GPU".to_string()
-        } else {
-            summarize(&names)
+    #[test]
+    fn driver_module_passes_only_on_a_user_space_version_read() {
+        let mut host = HostReport {
+            kernel_module: module("565.57.01"),
+            ..HostReport::default()
         };
-        out.push(Acceptance {
-            item: "gpu",
-            expected: rec.name.clone(),
-            found,
-            pass: matching > 0 && matching == host.gpus.len(),
+        // The fallback from the module to itself is no comparison.
+        host.driver = Some(Sourced::new(
+            "565.57.01".parse().unwrap(),
+            "/proc/driver/nvidia/version",
+        ));
+        assert_eq!(driver_module(&host).verdict, Verdict::Skip);
+        host.driver = Some(Sourced::new("565.57.01".parse().unwrap(), "nvml"));
+        let c = driver_module(&host);
+        assert_eq!(c.verdict, Verdict::Pass);
+        assert!(
+            c.reason.contains("the loaded open kernel module 565.57.01"),
+            "{}",
+            c.reason
+        );
+        // NVML's own mismatch error fails it even beside a version that agrees.
+        host.issues.push(ProbeIssue {
+            probe: "nvml".into(),
+            message: "Driver/library version mismatch".into(),
         });
-    }
-    if let Some(n) = e.gpus {
-        out.push(Acceptance {
-            item: "gpus",
-            expected: n.to_string(),
-            found: host.gpus.len().to_string(),
-            pass: host.gpus.len() as u32 >= n,
+        assert_eq!(driver_module(&host).verdict, Verdict::Fail);
+        host.issues.clear();
+        // A library of another version fails it.
+        host.driver_libraries.push(LibFound {
+            version: Some("565.77".into()),
+            path: "/usr/lib64/libcuda.so.565.77".into(),
+            source: "readlink -f /usr/lib64/libcuda.so.1".into(),
         });
+        let c = driver_module(&host);
+        assert_eq!(c.verdict, Verdict::Fail);
+        assert!(
+            c.reason
+                .starts_with("the user-space driver 565.77 (/usr/lib64/libcuda.so.565.77) differs"),
+            "{}",
+            c.reason
+        );
+        // No module to compare with.
+        host.kernel_module = None;
+        assert_eq!(driver_module(&host).verdict, Verdict::Skip);
+        host.gpu_failure = Some(SmiFailure::DriverLibraryMismatch { nvml_version: None });
+        assert_eq!(driver_module(&host).verdict, Verdict::Fail);
     }
-    if let Some(gbs) = e.gpu_memory {
-        let min = host.gpus.iter().filter_map(|g| g.memory_total_mib).min();
-        let found_gib = min.map(|m| m as f64 / 1024.0);
-        out.push(Acceptance {
-            item: "gpu_memory",
-            expected: format!("{gbs} GB per GPU"),
-            found: found_gib.map_or("unknown".to_string(), |g| format!("{g:.1} GiB (smallest GPU)")),
-            pass: found_gib.is_some_and(|g| g >= gbs * 0.95),
-        });
-    }
-    if let Some(spec) = &e.driver {
-        let specs: VersionSpecifiers =
-            crate::model::parse_specifiers(spec).map_err(|err| format!("--expect-driver: {err}"))?;
-        let found = host.driver.as_ref().map(|d| d.value.to_string());
-        let pass = found
-            .as_deref()
-            .and_then(|d| d.parse::<Version>().ok())
-            .is_some_and(|v| specs.contains(&v));
-        out.push(Acceptance {
-            item: "driver",
-            expected: specs.to_string(),
-            found: found.unwrap_or_else(|| "no driver".into()),
-            pass,
-        });
-    }
-    if let Some(n) = e.cpus {
-        let found = host.cpu.as_ref().map(|c| c.logical);
-        out.push(Acceptance {
-            item: "cpus",
-            expected: n.to_string(),
-            found: found.map_or("unknown".into(), |c| c.to_string()),
-            pass: found.is_some_and(|c| c >= n),
-        });
-    }
-    if let Some(m) = e.memory {
-        let found = host.memory_kib.map(gib);
-        out.push(Acceptance {
-            item: "memory",
-            expected: format!("{m} GiB"),
-            found: found.map_or("unknown".into(), |g| format!("{g:.0} GiB")),
-            // The kernel keeps some memory for itself; 5% covers it on any size sold.
-            pass: found.is_some_and(|g| g >= m * 0.95),
-        });
-    }
-    if let Some(d) = e.disk {
-        let total: u64 = host
-            .mounts
-            .iter()
-            .filter(|m| {
-                !matches!(
-                    m.fstype.as_str(),
-                    "tmpfs" | "devtmpfs" | "overlay" | "squashfs" | "proc" | "sysfs" | "efivarfs"
-                )
-            })
-            .map(|m| m.size_kib)
-            .sum();
-        let found = gb(total);
-        out.push(Acceptance {
-            item: "disk",
-            expected: format!("{d} GB"),
-            found: format!("{found:.0} GB"),
-            pass: found >= d * 0.95,
-        });
-    }
-    Ok(out)
-}
 
-fn summarize(names: &[&str]) -> String {
-    let mut out: Vec<(String, usize)> = Vec::new();
-    for n in names {
-        match out.iter_mut().find(|(x, _)| x == n) {
-            Some((_, c)) => *c += 1,
-            None => out.push((n.to_string(), 1)),
-        }
+    #[test]
+    fn the_cause_follows_the_chain() {
+        let mut host = HostReport::default();
+        assert_eq!(
+            no_gpu_because(&host),
+            "no GPU is usable: this machine has no NVIDIA driver or GPU (see gpus-visible)"
+        );
+        host.gpu_failure = Some(SmiFailure::NoDriver);
+        assert!(no_gpu_because(&host).contains("the NVIDIA kernel module is not loaded"));
+        host.gpu_failure = Some(SmiFailure::NoDevices);
+        assert!(no_gpu_because(&host).contains("the driver finds no GPU"));
+        host.kernel_module = module("550.90.07");
+        host.gpu_failure = Some(SmiFailure::DriverLibraryMismatch {
+            nvml_version: Some("550.127".into()),
+        });
+        assert!(
+            no_gpu_because(&host).contains("(user space 550.127, kernel module 550.90.07)"),
+            "{}",
+            no_gpu_because(&host)
+        );
     }
-    out.iter()
-        .map(|(n, c)| format!("{c}x {n}"))
-        .collect::<Vec<_>>()
-        .join(", ")
 }

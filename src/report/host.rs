@@ -7,7 +7,7 @@ use serde_json::json;
 use super::{QueryOpts, SCHEMA_VERSION, write_json};
 use crate::db::Db;
 use crate::host::HostReport;
-use crate::judge::{Acceptance, Check, Verdict};
+use crate::judge::{AcceptVerdict, Acceptance, Check, Verdict};
 use crate::resolve::{Answer, Query};
 
 fn mark(v: Verdict) -> &'static str {
@@ -68,6 +68,15 @@ fn host_lines(out: &mut dyn Write, db: &Db, h: &HostReport) -> io::Result<()> {
             k.value.version,
             if k.value.open { "open" } else { "proprietary" },
             k.source
+        )?;
+    }
+    for l in &h.driver_libraries {
+        writeln!(
+            out,
+            "library:    {} {}  [{}]",
+            l.path,
+            l.version.as_deref().unwrap_or("?"),
+            l.source
         )?;
     }
     if let Some(t) = &h.topology {
@@ -161,18 +170,37 @@ fn host_lines(out: &mut dyn Write, db: &Db, h: &HostReport) -> io::Result<()> {
         )?;
     }
     match &h.docker {
-        Some(Ok(d)) => writeln!(
-            out,
-            "Docker:     {} (API {}), runtimes: {} (default {}){}",
-            d.server_version.as_deref().unwrap_or("?"),
-            d.api_version.as_deref().unwrap_or("?"),
-            d.runtimes.join(", "),
-            d.default_runtime.as_deref().unwrap_or("?"),
-            h.nvidia_ctk
-                .as_deref()
-                .map(|v| format!("; nvidia-ctk {v}"))
-                .unwrap_or_default()
-        )?,
+        Some(Ok(d)) => {
+            let cdi = if d.cdi_spec_dirs.is_empty() {
+                String::new()
+            } else {
+                let specs: Vec<String> = h
+                    .cdi_specs
+                    .iter()
+                    .map(|s| format!("{} ({})", s.path, s.kind.as_deref().unwrap_or("unreadable")))
+                    .collect();
+                format!(
+                    "; CDI specs: {}",
+                    if specs.is_empty() {
+                        format!("none in {}", d.cdi_spec_dirs.join(", "))
+                    } else {
+                        specs.join(", ")
+                    }
+                )
+            };
+            writeln!(
+                out,
+                "Docker:     {} (API {}), runtimes: {} (default {}){}{cdi}",
+                d.server_version.as_deref().unwrap_or("?"),
+                d.api_version.as_deref().unwrap_or("?"),
+                d.runtimes.join(", "),
+                d.default_runtime.as_deref().unwrap_or("?"),
+                h.nvidia_ctk
+                    .as_deref()
+                    .map(|v| format!("; nvidia-ctk {v}"))
+                    .unwrap_or_default()
+            )?
+        }
         Some(Err(e)) => writeln!(out, "Docker:     not reachable: {e}")?,
         None => {}
     }
@@ -241,7 +269,7 @@ pub fn doctor(
     if json_out {
         return write_json(
             out,
-            &json!({"schema_version": SCHEMA_VERSION, "host": h, "checks": checks}),
+            &json!({"schema_version": SCHEMA_VERSION, "host": h, "checks": checks, "overrides": h.overrides}),
         );
     }
     host_lines(out, db, h)?;
@@ -264,13 +292,14 @@ pub fn doctor(
     )
 }
 
-/// `gpuenv check`: acceptance lines, then the answer for the project.
+/// `gpuenv check`: the overrides used, acceptance lines, then the answer for the project.
 pub fn check(
     out: &mut dyn Write,
     q: &Query,
     a: &Answer,
     opts: &QueryOpts,
     acceptance: &[Acceptance],
+    overrides: &[String],
 ) -> io::Result<()> {
     if opts.json {
         let mut doc = super::query::answer_json(q, a, opts);
@@ -280,20 +309,54 @@ pub fn check(
                 serde_json::to_value(acceptance).unwrap_or_default(),
             );
             m.insert("accepted".into(), json!(acceptance.iter().all(|x| x.pass)));
+            m.insert("overrides".into(), json!(overrides));
         }
         return write_json(out, &doc);
+    }
+    if !overrides.is_empty() {
+        writeln!(
+            out,
+            "overrides:  {} (facts they replace are not evidence for acceptance)",
+            overrides.join(", ")
+        )?;
+        writeln!(out)?;
     }
     if !acceptance.is_empty() {
         writeln!(out, "acceptance against the order:")?;
         for x in acceptance {
-            writeln!(
+            match (x.verdict, x.overridden_by) {
+                (AcceptVerdict::Overridden, Some(var)) => writeln!(
+                    out,
+                    "  OVER  {}: expected {}, found {} from {var} (an override is not evidence)",
+                    x.item, x.expected, x.found
+                )?,
+                (v, _) => {
+                    writeln!(
+                        out,
+                        "  {}  {}: expected {}, found {}",
+                        if v == AcceptVerdict::Pass { "pass" } else { "FAIL" },
+                        x.item,
+                        x.expected,
+                        x.found
+                    )?;
+                    writeln!(out, "          rule: {}", x.rule)?;
+                }
+            }
+        }
+        let failed = acceptance
+            .iter()
+            .filter(|x| x.verdict == AcceptVerdict::Fail)
+            .count();
+        let over = acceptance
+            .iter()
+            .filter(|x| x.verdict == AcceptVerdict::Overridden)
+            .count();
+        match (failed, over) {
+            (0, 0) => writeln!(out, "accepted: every item holds")?,
+            _ => writeln!(
                 out,
-                "  {}  {}: expected {}, found {}",
-                if x.pass { "pass" } else { "FAIL" },
-                x.item,
-                x.expected,
-                x.found
-            )?;
+                "not accepted: {failed} failed, {over} decided by an override"
+            )?,
         }
         writeln!(out)?;
     }

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use crate::support::{fixture, gpuenv, json};
+use crate::support::{derived_host, fixture, gpuenv, json, ran};
 
 #[test]
 fn smoke_real_probes_on_a_gpu_less_machine() {
@@ -94,8 +94,13 @@ fn check_ids(doc: &Value) -> Vec<(String, String)> {
 }
 
 fn doctor_json(name: &str, env: &[(&str, &str)]) -> (i32, Value) {
+    doctor_at(&host(name), env)
+}
+
+/// `doctor --json` on the host record at `path`.
+fn doctor_at(path: &str, env: &[(&str, &str)]) -> (i32, Value) {
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_gpuenv"));
-    cmd.args(["doctor", "--json", "--host-facts", &host(name)]);
+    cmd.args(["doctor", "--json", "--host-facts", path]);
     for (k, _) in std::env::vars() {
         if k.starts_with("GPUENV_") {
             cmd.env_remove(k);
@@ -238,6 +243,13 @@ fn mig_host() {
     assert_eq!(doc["host"]["gpus"][0]["mig_enabled"], true);
     assert_eq!(verdict(&doc, "torch-stack"), "skip");
     assert_eq!(verdict(&doc, "container-runtime"), "warn");
+    // No nvidia-ctk here: installing the toolkit is the advice.
+    assert!(
+        reason(&doc, "container-runtime").contains("nvidia-ctk is not installed")
+            && reason(&doc, "container-runtime").contains("install nvidia-container-toolkit"),
+        "{}",
+        reason(&doc, "container-runtime")
+    );
 }
 
 #[test]
@@ -259,6 +271,23 @@ fn nvidia_smi_missing_host() {
         "the NVIDIA kernel module 535.104.05 is loaded, but neither NVML nor nvidia-smi answers"
     ));
     assert_eq!(doc["host"]["driver"]["source"], "/proc/driver/nvidia/version");
+    // Only the module is known: nothing to compare it with, so no pass.
+    assert_eq!(verdict(&doc, "driver-module"), "skip");
+    assert!(
+        reason(&doc, "driver-module").starts_with(
+            "only the loaded proprietary kernel module 535.104.05 is known: neither NVML nor nvidia-smi answered"
+        ),
+        "{}",
+        reason(&doc, "driver-module")
+    );
+    // An overridden driver is not the user-space driver either.
+    let (_, doc) = doctor_json("smi-missing", &[("GPUENV_DRIVER", "535.104.05")]);
+    assert_eq!(verdict(&doc, "driver-module"), "skip");
+    assert!(
+        reason(&doc, "driver-module").contains("comes from GPUENV_DRIVER (an override)"),
+        "{}",
+        reason(&doc, "driver-module")
+    );
 }
 
 #[test]
@@ -275,6 +304,347 @@ fn nvml_mismatch_host() {
         "{r}"
     );
     assert_eq!(doc["host"]["issues"][0]["probe"], "nvml");
+    // The driver fact fell back to the module; the check compares what user space said.
+    assert_eq!(verdict(&doc, "driver-module"), "fail");
+    assert_eq!(
+        reason(&doc, "driver-module"),
+        "the user-space driver 550.127 (the NVML library version nvidia-smi prints) differs from the loaded \
+         proprietary kernel module 550.90.07: reboot, or unload and reload the nvidia kernel modules, so that \
+         the loaded module matches the installed libraries"
+    );
+    // Every check that fails for want of a GPU names the mismatch, not "no GPU".
+    for id in ["torch-stack", "cuda-available", "container-runtime"] {
+        assert_eq!(verdict(&doc, id), "fail", "{id}: {}", reason(&doc, id));
+        let r = reason(&doc, id);
+        assert!(
+            r.contains(
+                "no GPU is usable: a driver library/module mismatch (user space 550.127, kernel \
+                 module 550.90.07): reboot or reload the nvidia kernel modules"
+            ),
+            "{id}: {r}"
+        );
+        assert!(!r.contains("no NVIDIA GPU is visible"), "{id}: {r}");
+    }
+    assert!(reason(&doc, "cuda-available").contains("(torch says: CUDA initialization"));
+    assert!(
+        reason(&doc, "cudnn-shadowing").contains("CUDA did not initialise (see cuda-available)"),
+        "{}",
+        reason(&doc, "cudnn-shadowing")
+    );
+    // Nothing about the GPUs passes on this host.
+    let passing: Vec<String> = check_ids(&doc)
+        .into_iter()
+        .filter(|(_, v)| v == "pass")
+        .map(|(id, _)| id)
+        .collect();
+    assert_eq!(passing, ["disk-free"]);
+}
+
+/// The mismatch message of drivers that do not print the NVML library version (the
+/// shared fixture `nvidia-smi-driver-library-version-mismatch.txt`).
+const BARE_MISMATCH: &str = "Failed to initialize NVML: Driver/library version mismatch\n";
+
+/// `ldconfig -p` lines for the driver's libraries, as a Ubuntu host lists them.
+const DRIVER_LDCONFIG: &str = "4 libs found in cache `/etc/ld.so.cache'\n\
+\tlibnvidia-ml.so.1 (libc6,x86-64) => /lib/x86_64-linux-gnu/libnvidia-ml.so.1\n\
+\tlibnvidia-ml.so.1 (libc6) => /lib/i386-linux-gnu/libnvidia-ml.so.1\n\
+\tlibcuda.so.1 (libc6,x86-64) => /lib/x86_64-linux-gnu/libcuda.so.1\n\
+\tlibcuda.so.1 (libc6) => /lib/i386-linux-gnu/libcuda.so.1\n";
+
+#[test]
+fn a_mismatch_without_a_printed_version_is_read_from_the_libraries() {
+    // nvml-mismatch, with an nvidia-smi that names no library version, and the driver's
+    // libraries resolvable: libcuda.so.1 -> libcuda.so.550.127.
+    let dir = derived_host("nvml-mismatch", |r| {
+        r["commands"]["nvidia-smi -q -x"]["stdout"] = BARE_MISMATCH.into();
+        r["commands"]["ldconfig -p"] = ran(DRIVER_LDCONFIG);
+        r["commands"]["readlink -f /lib/x86_64-linux-gnu/libcuda.so.1"] =
+            ran("/usr/lib/x86_64-linux-gnu/libcuda.so.550.127\n");
+        r["commands"]["readlink -f /lib/x86_64-linux-gnu/libnvidia-ml.so.1"] =
+            ran("/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.550.127\n");
+    });
+    let (code, doc) = doctor_at(dir.path().to_str().unwrap(), &[]);
+    assert_eq!(code, 1);
+    let libs = doc["host"]["driver_libraries"].as_array().unwrap();
+    assert_eq!(libs.len(), 2, "{libs:?}");
+    assert_eq!(libs[0]["version"], "550.127");
+    assert_eq!(
+        libs[0]["path"],
+        "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.550.127"
+    );
+    assert_eq!(verdict(&doc, "driver-module"), "fail");
+    let r = reason(&doc, "driver-module");
+    assert!(
+        r.starts_with(
+            "the user-space driver 550.127 (/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.550.127), 550.127 \
+             (/usr/lib/x86_64-linux-gnu/libcuda.so.550.127) differs from the loaded proprietary kernel module 550.90.07"
+        ),
+        "{r}"
+    );
+    assert!(
+        reason(&doc, "gpus-visible")
+            .contains("the user-space driver (550.127) differs from the loaded kernel module (550.90.07)"),
+        "{}",
+        reason(&doc, "gpus-visible")
+    );
+    let run = gpuenv(&["doctor", "--host-facts", dir.path().to_str().unwrap()]);
+    assert!(
+        run.stdout.contains(
+            "library:    /usr/lib/x86_64-linux-gnu/libcuda.so.550.127 550.127  [readlink -f /lib/x86_64-linux-gnu/libcuda.so.1]"
+        ),
+        "{}",
+        run.stdout
+    );
+}
+
+#[test]
+fn a_reported_mismatch_with_no_version_known_never_passes() {
+    // nvidia-smi names no library version and nothing else says it.
+    let dir = derived_host("nvml-mismatch", |r| {
+        r["commands"]["nvidia-smi -q -x"]["stdout"] = BARE_MISMATCH.into();
+    });
+    let (code, doc) = doctor_at(dir.path().to_str().unwrap(), &[]);
+    assert_eq!(code, 1);
+    assert_eq!(verdict(&doc, "driver-module"), "fail");
+    assert!(
+        reason(&doc, "driver-module").starts_with(
+            "NVML reports a driver/library version mismatch with the loaded proprietary kernel module 550.90.07, \
+             and the user-space driver's version could not be read"
+        ),
+        "{}",
+        reason(&doc, "driver-module")
+    );
+    assert!(
+        reason(&doc, "cuda-available").contains("(user space unknown, kernel module 550.90.07)"),
+        "{}",
+        reason(&doc, "cuda-available")
+    );
+
+    // NVML alone reports it (nvidia-smi not installed): still the mismatch, not "install
+    // the user-space libraries".
+    let dir = derived_host("nvml-mismatch", |r| {
+        r["commands"].as_object_mut().unwrap().remove("nvidia-smi -q -x");
+    });
+    let (_, doc) = doctor_at(dir.path().to_str().unwrap(), &[]);
+    assert_eq!(verdict(&doc, "driver-module"), "fail");
+    assert!(
+        reason(&doc, "gpus-visible").starts_with("NVML: Driver/library version mismatch"),
+        "{}",
+        reason(&doc, "gpus-visible")
+    );
+
+    // A printed version that agrees as far as it goes (570.124 beside 570.124.06, as
+    // nvidia-smi prints it) is no reason to pass while NVML reports a mismatch.
+    let dir = derived_host("nvml-mismatch", |r| {
+        r["commands"]["nvidia-smi -q -x"]["stdout"] =
+            "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 550.90\n"
+                .into();
+    });
+    let (_, doc) = doctor_at(dir.path().to_str().unwrap(), &[]);
+    assert_eq!(verdict(&doc, "driver-module"), "fail");
+    assert!(
+        reason(&doc, "driver-module")
+            .contains("(user space read as 550.90 (the NVML library version nvidia-smi prints))"),
+        "{}",
+        reason(&doc, "driver-module")
+    );
+}
+
+#[test]
+fn driver_libraries_that_differ_from_the_module_fail_where_nvidia_smi_agrees() {
+    let with_lib = |target: &'static str| {
+        derived_host("single-a100", move |r| {
+            r["commands"]["readlink -f /lib/x86_64-linux-gnu/libcuda.so.1"] = ran(target);
+        })
+    };
+    let dir = with_lib("/usr/lib/x86_64-linux-gnu/libcuda.so.535.104.05\n");
+    let (code, doc) = doctor_at(dir.path().to_str().unwrap(), &[]);
+    assert_eq!(code, 0, "{doc:#}");
+    assert_eq!(verdict(&doc, "driver-module"), "pass");
+    assert_eq!(
+        reason(&doc, "driver-module"),
+        "the user-space driver 535.104.05 (nvidia-smi -q -x), 535.104.05 (/usr/lib/x86_64-linux-gnu/libcuda.so.535.104.05) \
+         matches the loaded proprietary kernel module 535.104.05"
+    );
+    // Libraries of another driver installed under a running one.
+    let dir = with_lib("/usr/lib/x86_64-linux-gnu/libcuda.so.535.129.03\n");
+    let (code, doc) = doctor_at(dir.path().to_str().unwrap(), &[]);
+    assert_eq!(code, 1);
+    assert_eq!(verdict(&doc, "driver-module"), "fail");
+    assert!(
+        reason(&doc, "driver-module").starts_with(
+            "the user-space driver 535.129.03 (/usr/lib/x86_64-linux-gnu/libcuda.so.535.129.03) differs from the loaded"
+        ),
+        "{}",
+        reason(&doc, "driver-module")
+    );
+    // A link that does not resolve to a versioned file says nothing.
+    let dir = with_lib("/lib/x86_64-linux-gnu/libcuda.so.1\n");
+    let (_, doc) = doctor_at(dir.path().to_str().unwrap(), &[]);
+    assert!(doc["host"].get("driver_libraries").is_none(), "{:#}", doc["host"]);
+    assert_eq!(verdict(&doc, "driver-module"), "pass");
+}
+
+#[test]
+fn a_cuda_torch_without_a_usable_gpu_does_not_pass() {
+    // A CPU-only machine with a CUDA build of torch.
+    let (code, doc) = doctor_json("no-gpu", &[("GPUENV_TORCH", "2.5.1+cu124")]);
+    assert_eq!(code, 1);
+    assert_eq!(verdict(&doc, "torch-stack"), "fail");
+    assert!(
+        reason(&doc, "torch-stack").ends_with(
+            "cannot run on a GPU here: no GPU is usable: this machine has no NVIDIA driver or GPU (see gpus-visible)"
+        ),
+        "{}",
+        reason(&doc, "torch-stack")
+    );
+    assert!(
+        reason(&doc, "cuda-available").contains("this machine has no NVIDIA driver or GPU"),
+        "{}",
+        reason(&doc, "cuda-available")
+    );
+    // The kernel module without user space: that is the cause named.
+    let (_, doc) = doctor_json("smi-missing", &[("GPUENV_TORCH", "2.5.1+cu124")]);
+    assert!(
+        reason(&doc, "torch-stack").contains(
+            "the driver's user-space libraries are missing (only the kernel module 535.104.05 is loaded)"
+        ),
+        "{}",
+        reason(&doc, "torch-stack")
+    );
+}
+
+#[test]
+fn a_gpu_the_database_lacks_keeps_torch_stack_from_passing() {
+    let (_, doc) = doctor_json("single-a100", &[]);
+    assert_eq!(verdict(&doc, "torch-stack"), "pass");
+    // A GPU compat-db lacks, as nvidia-smi would print it (GPUENV_GPUS refuses unknown
+    // names, so the recorded host itself is changed).
+    let dir = crate::support::derived_host("single-a100", |record| {
+        fn rename(v: &mut Value) {
+            match v {
+                Value::String(s) => {
+                    *s = s.replace("<product_name>NVIDIA A100-SXM4-80GB", "<product_name>Zephyr Z9")
+                }
+                Value::Array(a) => a.iter_mut().for_each(rename),
+                Value::Object(o) => o.values_mut().for_each(rename),
+                _ => {}
+            }
+        }
+        rename(record);
+    });
+    let (_, doc) = doctor_at(dir.path().join("host.json").to_str().unwrap(), &[]);
+    assert_eq!(verdict(&doc, "gpus-known"), "warn");
+    assert_eq!(verdict(&doc, "torch-stack"), "warn");
+    assert!(
+        reason(&doc, "torch-stack").contains("not checked against Zephyr Z9: not in compat-db"),
+        "{}",
+        reason(&doc, "torch-stack")
+    );
+}
+
+#[test]
+fn the_toolkit_installed_is_never_to_be_installed() {
+    let (code, doc) = doctor_json("ctk-no-runtime", &[]);
+    assert_eq!(code, 0, "a warning");
+    assert_eq!(verdict(&doc, "container-runtime"), "warn");
+    let r = reason(&doc, "container-runtime");
+    assert!(!r.contains("install nvidia-container-toolkit"), "{r}");
+    assert!(
+        r.starts_with(
+            "the NVIDIA Container Toolkit is installed (nvidia-ctk 1.14.3), but the `nvidia` runtime is not registered \
+             with Docker 28.0.4 (runtimes: io.containerd.runc.v2, runc)"
+        ),
+        "{r}"
+    );
+    assert!(
+        r.contains("`sudo nvidia-ctk runtime configure --runtime=docker`, then restart dockerd"),
+        "{r}"
+    );
+    assert!(
+        r.contains("none there is for nvidia.com/gpu, generate one with `sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml`"),
+        "{r}"
+    );
+
+    // Without CDI in the Engine, only the runtime is missing.
+    let dir = derived_host("ctk-no-runtime", |r| {
+        r["docker"]["Ok"].as_object_mut().unwrap().remove("cdi_spec_dirs");
+    });
+    let (_, doc) = doctor_at(dir.path().to_str().unwrap(), &[]);
+    assert_eq!(verdict(&doc, "container-runtime"), "warn");
+    assert!(!reason(&doc, "container-runtime").contains("cdi generate"));
+
+    // Another vendor's spec does not hand over NVIDIA GPUs.
+    let other = derived_host("ctk-no-runtime", |r| {
+        r["dirs"]["/etc/cdi"] = serde_json::json!(["amd.json"]);
+        r["files"]["/etc/cdi/amd.json"] =
+            r#"{"cdiVersion":"0.6.0","kind":"amd.com/gpu","devices":[]}"#.into();
+    });
+    let (_, doc) = doctor_at(other.path().to_str().unwrap(), &[]);
+    assert_eq!(verdict(&doc, "container-runtime"), "warn");
+    assert_eq!(doc["host"]["cdi_specs"][0]["kind"], "amd.com/gpu");
+
+    // A generated NVIDIA spec makes CDI work without the runtime.
+    let spec = derived_host("ctk-no-runtime", |r| {
+        r["dirs"]["/var/run/cdi"] = serde_json::json!(["nvidia.yaml"]);
+        r["files"]["/var/run/cdi/nvidia.yaml"] =
+            "---\ncdiVersion: 0.5.0\ndevices:\n- name: all\n  containerEdits:\n    deviceNodes:\n    - path: /dev/nvidia0\nkind: nvidia.com/gpu\n".into();
+    });
+    let (_, doc) = doctor_at(spec.path().to_str().unwrap(), &[]);
+    assert_eq!(
+        verdict(&doc, "container-runtime"),
+        "pass",
+        "{}",
+        reason(&doc, "container-runtime")
+    );
+    assert!(
+        reason(&doc, "container-runtime").contains(
+            "has CDI devices nvidia.com/gpu (/var/run/cdi/nvidia.yaml): use `--device nvidia.com/gpu=all`"
+        ),
+        "{}",
+        reason(&doc, "container-runtime")
+    );
+    let run = gpuenv(&["doctor", "--host-facts", spec.path().to_str().unwrap()]);
+    assert!(
+        run.stdout
+            .contains("CDI specs: /var/run/cdi/nvidia.yaml (nvidia.com/gpu)"),
+        "{}",
+        run.stdout
+    );
+
+    // The Engine's own list of CDI devices (Engine 28.2 and later) is as good.
+    let listed = derived_host("ctk-no-runtime", |r| {
+        r["docker"]["Ok"]["cdi_devices"] = serde_json::json!(["nvidia.com/gpu=0", "nvidia.com/gpu=all"]);
+    });
+    let (_, doc) = doctor_at(listed.path().to_str().unwrap(), &[]);
+    assert_eq!(verdict(&doc, "container-runtime"), "pass");
+
+    // A spec on disk does not count where the Engine has CDI off.
+    let off = derived_host("ctk-no-runtime", |r| {
+        r["docker"]["Ok"].as_object_mut().unwrap().remove("cdi_spec_dirs");
+        r["dirs"]["/etc/cdi"] = serde_json::json!(["nvidia.yaml"]);
+        r["files"]["/etc/cdi/nvidia.yaml"] = "kind: nvidia.com/gpu\n".into();
+    });
+    let (_, doc) = doctor_at(off.path().to_str().unwrap(), &[]);
+    assert_eq!(verdict(&doc, "container-runtime"), "warn");
+}
+
+#[test]
+fn doctor_lists_the_overrides_it_used() {
+    let (_, doc) = doctor_json("single-a100", &[("GPUENV_CPUS", "8"), ("GPUENV_NVCC", "12.1")]);
+    assert_eq!(
+        doc["overrides"],
+        serde_json::json!(["GPUENV_NVCC=12.1", "GPUENV_CPUS=8"])
+    );
+    assert_eq!(doc["host"]["overrides"], doc["overrides"]);
+    let (_, doc) = doctor_json("single-a100", &[]);
+    assert_eq!(doc["overrides"], serde_json::json!([]));
+    let run = crate::support::gpuenv_env(
+        &crate::support::root(),
+        &["doctor", "--host-facts", &host("single-a100")],
+        &[("GPUENV_CPUS", "8")],
+    );
+    assert!(run.stdout.contains("overrides:  GPUENV_CPUS=8"), "{}", run.stdout);
 }
 
 fn check_run(args: &[&str]) -> (i32, Value, String) {
@@ -387,7 +757,14 @@ fn acceptance_passes_the_order_delivered() {
     std::fs::write(&order, "gpu = \"H100 SXM\"\ncolour = \"green\"\n").unwrap();
     let run = gpuenv(&["check", "--host-facts", &h, "--order", order.to_str().unwrap()]);
     assert_eq!(run.code, 2, "an unknown key in an order is bad input");
-    assert!(run.stderr.contains("unknown field `colour`"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains(&format!(
+            "order `{}` line 2: unknown key `colour`",
+            order.display()
+        )),
+        "{}",
+        run.stderr
+    );
 }
 
 #[test]

@@ -1,5 +1,6 @@
 //! Integration tests: one binary, a module per command.
 
+mod accept;
 mod codes;
 mod containers;
 mod daemon;

@@ -507,3 +507,111 @@ fn native_on_an_older_line_and_newer_through_a_rule_are_both_shown() {
     let (_, doc) = query(&["--gpu", "H100 SXM", "--driver", "595.45.04"]);
     assert!(doc["newer_conditional"].is_null(), "{}", doc["newer_conditional"]);
 }
+
+/// `check --json` on a recorded host with acceptance flags: (exit code, acceptance items).
+fn accept(host_name: &str, args: &[&str]) -> (i32, Vec<Value>) {
+    let h = host(host_name);
+    let mut a = vec!["check", "--host-facts", h.as_str(), "--json"];
+    a.extend_from_slice(args);
+    let run = gpuenv(&a);
+    assert!(
+        run.code == 0 || run.code == 1,
+        "{args:?}: exit {}: {}",
+        run.code,
+        run.stderr
+    );
+    (run.code, json(&run)["acceptance"].as_array().unwrap().clone())
+}
+
+#[test]
+fn acceptance_takes_any_record_a_name_covers() {
+    // single-a100 delivers one A100 80GB SXM4; 7x-a100-40gb-driver-525 seven A100 40GB.
+    for (host_name, ordered, pass) in [
+        ("single-a100", "A100", true),
+        ("single-a100", "A100 80G", true),
+        ("single-a100", "A100 SXM4", true),
+        ("single-a100", "NVIDIA A100-SXM4-80GB", true),
+        ("single-a100", "1x A100", true),
+        ("single-a100", "A100 40G", false),
+        ("single-a100", "A100 PCIe", false),
+        ("single-a100", "8x A100", false),
+        ("single-a100", "H100", false),
+        ("7x-a100-40gb-driver-525", "A100", true),
+        ("7x-a100-40gb-driver-525", "7x A100 40G", true),
+        ("7x-a100-40gb-driver-525", "A100 80G", false),
+        ("7x-a100-40gb-driver-525", "8x A100", false),
+    ] {
+        let (_, items) = accept(host_name, &["--expect-gpu", ordered]);
+        let gpu = items.iter().find(|i| i["item"] == "gpu").unwrap();
+        assert_eq!(gpu["pass"], pass, "{host_name} ordered {ordered}: {gpu:#}");
+        assert_eq!(gpu["expected"], ordered);
+    }
+    let (_, items) = accept("single-a100", &["--expect-gpu", "A100"]);
+    let rule = items[0]["rule"].as_str().unwrap();
+    assert!(
+        rule.contains("any of A100 40GB PCIe, A100 40GB SXM, A100 80GB PCIe, A100 80GB SXM"),
+        "{rule}"
+    );
+    // An unknown name is bad input, as everywhere.
+    let run = gpuenv(&[
+        "check",
+        "--host-facts",
+        &host("single-a100"),
+        "--expect-gpu",
+        "A1000",
+    ]);
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains("did you mean"), "{}", run.stderr);
+}
+
+#[test]
+fn acceptance_reads_driver_branches_and_prints_versions_as_written() {
+    // single-a100 runs driver 535.104.05.
+    for (ordered, pass) in [
+        ("535", true),
+        ("R535", true),
+        ("r535", true),
+        ("535.x", true),
+        (">=535", true),
+        (">=535.104.05", true),
+        (">=535.104.06", false),
+        ("550", false),
+        ("<535", false),
+        (">=525,<550", true),
+    ] {
+        let (_, items) = accept("single-a100", &["--expect-driver", ordered]);
+        let d = items.iter().find(|i| i["item"] == "driver").unwrap();
+        assert_eq!(d["pass"], pass, "{ordered}: {d:#}");
+        assert_eq!(d["expected"], ordered, "printed as written");
+        assert_eq!(d["found"], "535.104.05");
+    }
+    let run = gpuenv(&[
+        "check",
+        "--host-facts",
+        &host("single-a100"),
+        "--expect-driver",
+        ">=535.104.05",
+    ]);
+    assert!(
+        run.stdout
+            .contains("driver: expected >=535.104.05, found 535.104.05"),
+        "{}",
+        run.stdout
+    );
+    // The order file reads the same, a branch also as a bare number.
+    let dir = tempfile::tempdir().unwrap();
+    for line in ["driver = 535", "driver = \"R535\"", "driver = \"535.x\""] {
+        let order = dir.path().join("order.toml");
+        std::fs::write(&order, format!("{line}\n")).unwrap();
+        let run = gpuenv(&[
+            "check",
+            "--host-facts",
+            &host("single-a100"),
+            "--order",
+            order.to_str().unwrap(),
+            "--json",
+        ]);
+        let doc = json(&run);
+        assert_eq!(doc["acceptance"][0]["pass"], true, "{line}: {doc:#}");
+    }
+}

@@ -160,3 +160,23 @@ fn copy_dir(from: &Path, to: &Path) {
         }
     }
 }
+
+/// A recorded host changed by `edit`, written to a temporary directory: the variants of a
+/// fixture a test needs, with the change written out in the test itself.
+pub fn derived_host(name: &str, edit: impl FnOnce(&mut serde_json::Value)) -> tempfile::TempDir {
+    let text = std::fs::read_to_string(fixture(&format!("hosts/{name}/host.json"))).unwrap();
+    let mut record: serde_json::Value = serde_json::from_str(&text).unwrap();
+    edit(&mut record);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("host.json"),
+        serde_json::to_string_pretty(&record).unwrap(),
+    )
+    .unwrap();
+    dir
+}
+
+/// A command's recorded output in a host record: exit 0 and `stdout`.
+pub fn ran(stdout: &str) -> serde_json::Value {
+    serde_json::json!({"outcome": "exited", "status": 0, "stdout": stdout, "stderr": ""})
+}

@@ -29,6 +29,7 @@ fn parse_everything(text: &str) {
     let _ = meminfo_total_kib(text);
     let _ = df(text);
     let _ = nvidia_ctk_version(text);
+    let _ = cdi_spec_kind(text);
 }
 
 const FIXTURES: &[&str] = &[

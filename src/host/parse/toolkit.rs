@@ -174,6 +174,36 @@ pub fn nvidia_ctk_version(text: &str) -> Option<String> {
     valid.then(|| word.to_string())
 }
 
+/// The device kind a CDI spec declares (`nvidia.com/gpu`), from its YAML (`kind:` at the
+/// top level, as `nvidia-ctk cdi generate` writes it) or JSON (`"kind"` of the top
+/// object). Docker hands GPUs to containers through CDI only when a spec of that kind is in
+/// one of its spec directories; a spec of another vendor does not count.
+pub fn cdi_spec_kind(text: &str) -> Option<String> {
+    let valid = |k: &str| {
+        let ok = k.contains('/')
+            && !k.starts_with('/')
+            && !k.ends_with('/')
+            && k.chars().all(|c| c.is_ascii_alphanumeric() || "./-_".contains(c));
+        ok.then(|| k.to_string())
+    };
+    let trimmed = text.trim_start_matches('\u{feff}').trim_start();
+    if trimmed.starts_with('{') {
+        let doc: serde_json::Value = serde_json::from_str(trimmed).ok()?;
+        return doc.get("kind")?.as_str().and_then(valid);
+    }
+    text.lines().find_map(|line| {
+        // Top level only: an indented `kind:` belongs to a nested mapping.
+        let rest = line.strip_prefix("kind:")?;
+        let value = rest.split(" #").next().unwrap_or(rest).trim();
+        let value = value
+            .strip_prefix('"')
+            .and_then(|v| v.strip_suffix('"'))
+            .or_else(|| value.strip_prefix('\'').and_then(|v| v.strip_suffix('\'')))
+            .unwrap_or(value);
+        valid(value)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::{fixture, v};
@@ -332,6 +362,27 @@ mod tests {
         assert_eq!(lib_version("libcudnn.so.9.bak", "libcudnn.so."), None);
         assert_eq!(lib_version("libcudnn_ops.so.9", "libcudnn.so."), None);
         assert_eq!(lib_version("libcudnn.so.9..1", "libcudnn.so."), None);
+    }
+
+    #[test]
+    fn cdi_spec_kinds() {
+        let generated = "---\ncdiVersion: 0.5.0\ncontainerEdits:\n  env:\n  - NVIDIA_VISIBLE_DEVICES=void\ndevices:\n- containerEdits:\n    deviceNodes:\n    - path: /dev/nvidia0\n  name: \"0\"\n- name: all\nkind: nvidia.com/gpu\n";
+        assert_eq!(cdi_spec_kind(generated).as_deref(), Some("nvidia.com/gpu"));
+        assert_eq!(
+            cdi_spec_kind("kind: \"nvidia.com/gpu\"  # written by hand\n").as_deref(),
+            Some("nvidia.com/gpu")
+        );
+        assert_eq!(
+            cdi_spec_kind(r#"{"cdiVersion":"0.6.0","kind":"vendor.com/device","devices":[]}"#).as_deref(),
+            Some("vendor.com/device")
+        );
+        // A nested `kind:` is not the spec's.
+        assert_eq!(cdi_spec_kind("devices:\n  - kind: nvidia.com/gpu\n"), None);
+        assert_eq!(cdi_spec_kind("kind: gpu\n"), None);
+        assert_eq!(cdi_spec_kind("kind: nvidia.com/gpu; rm -rf /\n"), None);
+        assert_eq!(cdi_spec_kind("{\"kind\": 3}"), None);
+        assert_eq!(cdi_spec_kind("{not json"), None);
+        assert_eq!(cdi_spec_kind(""), None);
     }
 
     #[test]

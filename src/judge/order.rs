@@ -1,0 +1,693 @@
+//! What was ordered, read as people write it: the `--order` TOML file and the `--expect-*`
+//! flags go through one value parser, so `gpu_memory = "80GB"` in a file and
+//! `--expect-gpu-memory 80GB` on the command line mean the same.
+//!
+//! Units, and why. A bare number is in the item's own unit: GB as sold per GPU for
+//! `gpu_memory`, GiB for `memory`, GB for `disk`. A string may carry its unit, in any case
+//! and with or without a space (`"80GB"`, `"1 TB"`, `"1.8TiB"`, `"81920MiB"`). What a unit
+//! means depends on what is measured, because vendors sell them differently:
+//! - memory (`memory`, `gpu_memory`) is sold in binary sizes: a "1 TB" server holds
+//!   1024 GiB of DIMMs, an "80 GB" H100 80 GiB of HBM. There `M`/`MB`/`MiB`, `G`/`GB`/`GiB`
+//!   and `T`/`TB`/`TiB` are all binary: 1 TB = 1024 GiB.
+//! - disks are sold in decimal sizes: `GB` is 10^9 bytes and `TB` 10^12 (1 TB = 1000 GB);
+//!   `GiB` and `TiB` are converted (1 TiB = 1099.5 GB).
+//!
+//! Counts (`gpus`, `cpus`) are whole numbers above zero, as a number or a string (`"8"`).
+//! Negative, zero, NaN and infinite values, empty strings and unknown units are bad input.
+//!
+//! Owns: the keys of an order, their types and units, and every message about a bad one
+//! (file, line, key, the value, and what was expected). Must not: read files (the caller
+//! hands over the text), judge a host, or read a GPU name or a driver requirement beyond
+//! "a non-empty string" (the lookup and the specifier parser do that when the order is
+//! checked).
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use toml::de::{DeTable, DeValue};
+
+/// One thing an order can ask for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Item {
+    /// The GPU model.
+    Gpu,
+    /// How many GPUs.
+    Gpus,
+    /// Memory per GPU.
+    GpuMemory,
+    /// The driver.
+    Driver,
+    /// Logical CPUs.
+    Cpus,
+    /// System memory.
+    Memory,
+    /// Disk capacity.
+    Disk,
+}
+
+impl Item {
+    /// Every item, in the order acceptance reports them.
+    pub const ALL: [Item; 7] = [
+        Item::Gpu,
+        Item::Gpus,
+        Item::GpuMemory,
+        Item::Driver,
+        Item::Cpus,
+        Item::Memory,
+        Item::Disk,
+    ];
+
+    /// The key in an order file, and the `item` of an acceptance line.
+    pub fn key(self) -> &'static str {
+        match self {
+            Item::Gpu => "gpu",
+            Item::Gpus => "gpus",
+            Item::GpuMemory => "gpu_memory",
+            Item::Driver => "driver",
+            Item::Cpus => "cpus",
+            Item::Memory => "memory",
+            Item::Disk => "disk",
+        }
+    }
+
+    /// The `check` flag that sets it.
+    pub fn flag(self) -> &'static str {
+        match self {
+            Item::Gpu => "--expect-gpu",
+            Item::Gpus => "--expect-gpus",
+            Item::GpuMemory => "--expect-gpu-memory",
+            Item::Driver => "--expect-driver",
+            Item::Cpus => "--expect-cpus",
+            Item::Memory => "--expect-memory",
+            Item::Disk => "--expect-disk",
+        }
+    }
+
+    fn from_key(key: &str) -> Option<Item> {
+        Item::ALL.into_iter().find(|i| i.key() == key)
+    }
+
+    /// What a value must be, in words.
+    fn wanted(self) -> &'static str {
+        match self {
+            Item::Gpu => "the GPU model as a string",
+            Item::Gpus => "a whole number of GPUs above 0",
+            Item::GpuMemory => {
+                "the memory per GPU as sold: a number of GB, or a string with its unit (\"80GB\", \
+                 \"80GiB\", \"81920MiB\"); GPU memory is sold in binary sizes, so a GB here is a GiB"
+            }
+            Item::Driver => "the driver version or requirement as a string",
+            Item::Cpus => "a whole number of logical CPUs above 0",
+            Item::Memory => {
+                "the memory as a number of GiB, or a string with its unit (\"512GB\", \"1TB\"); \
+                 memory is sold in binary sizes, so 1 TB = 1024 GiB"
+            }
+            Item::Disk => {
+                "the disk size as a number of GB, or a string with its unit (\"2TB\", \"1.8TiB\"); \
+                 disks are sold in decimal sizes, so 1 TB = 1000 GB"
+            }
+        }
+    }
+
+    /// A good value, as it would be written in a file and on the command line.
+    fn example(self) -> (&'static str, &'static str) {
+        match self {
+            Item::Gpu => ("\"H100 SXM\"", "\"H100 SXM\""),
+            Item::Gpus => ("8", "8"),
+            Item::GpuMemory => ("80", "80"),
+            Item::Driver => ("\">=535\"", "'>=535'"),
+            Item::Cpus => ("64", "64"),
+            Item::Memory => ("512", "512"),
+            Item::Disk => ("2000", "2000"),
+        }
+    }
+
+    fn units(self) -> Option<&'static [(&'static str, f64)]> {
+        match self {
+            Item::GpuMemory | Item::Memory => Some(BINARY),
+            Item::Disk => Some(DECIMAL),
+            _ => None,
+        }
+    }
+
+    /// The unit a [`Size`] of this item is kept in.
+    pub fn unit(self) -> &'static str {
+        match self {
+            Item::GpuMemory => "GB",
+            Item::Memory => "GiB",
+            _ => "GB",
+        }
+    }
+}
+
+/// Units of memory, in GiB: binary, whatever the spelling.
+const BINARY: &[(&str, f64)] = &[
+    ("", 1.0),
+    ("m", 1.0 / 1024.0),
+    ("mb", 1.0 / 1024.0),
+    ("mi", 1.0 / 1024.0),
+    ("mib", 1.0 / 1024.0),
+    ("g", 1.0),
+    ("gb", 1.0),
+    ("gi", 1.0),
+    ("gib", 1.0),
+    ("t", 1024.0),
+    ("tb", 1024.0),
+    ("ti", 1024.0),
+    ("tib", 1024.0),
+];
+
+/// Units of disk, in GB (10^9 bytes): decimal, except the binary spellings.
+const DECIMAL: &[(&str, f64)] = &[
+    ("", 1.0),
+    ("m", 1e-3),
+    ("mb", 1e-3),
+    ("mi", 1_048_576.0 / 1e9),
+    ("mib", 1_048_576.0 / 1e9),
+    ("g", 1.0),
+    ("gb", 1.0),
+    ("gi", 1_073_741_824.0 / 1e9),
+    ("gib", 1_073_741_824.0 / 1e9),
+    ("t", 1000.0),
+    ("tb", 1000.0),
+    ("ti", 1_099_511_627_776.0 / 1e9),
+    ("tib", 1_099_511_627_776.0 / 1e9),
+];
+
+/// A size ordered, in its item's unit (see [`Item::unit`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Size {
+    /// The amount: GB as sold (= GiB) for `gpu_memory`, GiB for `memory`, GB for `disk`.
+    pub value: f64,
+    /// The text as written when it carried a unit (`1TB`), so the conversion can be shown.
+    pub written: Option<String>,
+}
+
+/// What was ordered, to check the delivered host against.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Expect {
+    /// GPU model (name or alias).
+    pub gpu: Option<String>,
+    /// Number of GPUs.
+    pub gpus: Option<u32>,
+    /// Memory per GPU, as sold.
+    pub gpu_memory: Option<Size>,
+    /// Driver version or requirement (`>=535`).
+    pub driver: Option<String>,
+    /// Logical CPUs.
+    pub cpus: Option<u32>,
+    /// System memory.
+    pub memory: Option<Size>,
+    /// Disk capacity over all real filesystems.
+    pub disk: Option<Size>,
+    /// Where each item was read (an order file's line and key, or a flag), for messages.
+    origins: BTreeMap<Item, String>,
+}
+
+/// A value read for one item.
+#[derive(Debug, Clone, PartialEq)]
+enum Value {
+    Text(String),
+    Count(u32),
+    Size(Size),
+}
+
+impl Expect {
+    /// Whether anything is expected.
+    pub fn is_empty(&self) -> bool {
+        self.gpu.is_none()
+            && self.gpus.is_none()
+            && self.gpu_memory.is_none()
+            && self.driver.is_none()
+            && self.cpus.is_none()
+            && self.memory.is_none()
+            && self.disk.is_none()
+    }
+
+    /// Where `item` was read: its line in the order file, or its flag.
+    pub fn origin(&self, item: Item) -> String {
+        self.origins
+            .get(&item)
+            .cloned()
+            .unwrap_or_else(|| item.flag().to_string())
+    }
+
+    /// Sets `item` from the value of its `--expect-*` flag, replacing what an order file
+    /// said. The error names the flag, the value and what was expected.
+    pub fn set_flag(&mut self, item: Item, text: &str) -> Result<(), String> {
+        let value = read(item, &Raw::Text(text)).map_err(|problem| {
+            let (_, example) = item.example();
+            format!(
+                "{} `{text}`: {problem}; expected {} (`{} {example}`)",
+                item.flag(),
+                item.wanted(),
+                item.flag()
+            )
+        })?;
+        self.set(item, value, item.flag().to_string());
+        Ok(())
+    }
+
+    fn set(&mut self, item: Item, value: Value, origin: String) {
+        match (item, value) {
+            (Item::Gpu, Value::Text(t)) => self.gpu = Some(t),
+            (Item::Driver, Value::Text(t)) => self.driver = Some(t),
+            (Item::Gpus, Value::Count(n)) => self.gpus = Some(n),
+            (Item::Cpus, Value::Count(n)) => self.cpus = Some(n),
+            (Item::GpuMemory, Value::Size(s)) => self.gpu_memory = Some(s),
+            (Item::Memory, Value::Size(s)) => self.memory = Some(s),
+            (Item::Disk, Value::Size(s)) => self.disk = Some(s),
+            // `read` gives each item its own kind of value.
+            _ => return,
+        }
+        self.origins.insert(item, origin);
+    }
+}
+
+/// An order file that cannot be read: every problem found, one per line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", problems.join("\n"))]
+pub struct OrderError {
+    /// Each problem, naming the file, the line and the key.
+    pub problems: Vec<String>,
+}
+
+/// Reads an order file's text; `name` is how messages name the file. Every problem is
+/// reported, not only the first.
+pub fn parse_order(name: &str, text: &str) -> Result<Expect, OrderError> {
+    let doc = DeTable::parse(text).map_err(|e| OrderError {
+        problems: vec![format!(
+            "order `{name}`{}: not valid TOML: {}",
+            e.span()
+                .map(|s| format!(" line {}", line_of(text, s.start)))
+                .unwrap_or_default(),
+            e.message().trim()
+        )],
+    })?;
+    let mut expect = Expect::default();
+    let mut problems = Vec::new();
+    for (key, value) in doc.get_ref().iter() {
+        let name_of_key: &str = key.get_ref();
+        let Some(item) = Item::from_key(name_of_key) else {
+            problems.push(format!(
+                "order `{name}` line {}: unknown key `{name_of_key}`{}; an order has the keys {}",
+                line_of(text, key.span().start),
+                suggestion(name_of_key),
+                Item::ALL.map(Item::key).join(", ")
+            ));
+            continue;
+        };
+        let at = format!(
+            "order `{name}` line {}, key `{name_of_key}`",
+            line_of(text, value.span().start)
+        );
+        let raw = match value.get_ref() {
+            DeValue::String(s) => Raw::Quoted(s),
+            DeValue::Integer(i) => Raw::Number {
+                value: i128::from_str_radix(i.as_str(), i.radix()).map_or(f64::NAN, |n| n as f64),
+                text: i.to_string(),
+                integer: true,
+            },
+            DeValue::Float(f) => Raw::Number {
+                value: f.as_str().parse().unwrap_or(f64::NAN),
+                text: f.as_str().to_string(),
+                integer: false,
+            },
+            DeValue::Boolean(_) => Raw::Other("a boolean"),
+            DeValue::Datetime(_) => Raw::Other("a date"),
+            DeValue::Array(_) => Raw::Other("an array"),
+            DeValue::Table(_) => Raw::Other("a table"),
+        };
+        match read(item, &raw) {
+            Ok(v) => expect.set(item, v, at),
+            Err(problem) => {
+                let (example, _) = item.example();
+                problems.push(format!(
+                    "{at}: {problem}; expected {} (`{} = {example}`)",
+                    item.wanted(),
+                    item.key()
+                ));
+            }
+        }
+    }
+    if problems.is_empty() {
+        Ok(expect)
+    } else {
+        Err(OrderError { problems })
+    }
+}
+
+/// A value as the file or the flag gave it.
+enum Raw<'a> {
+    /// A flag's text.
+    Text(&'a str),
+    /// A TOML string.
+    Quoted(&'a str),
+    /// A TOML number, with its text as written.
+    Number { value: f64, text: String, integer: bool },
+    /// Anything else, named.
+    Other(&'static str),
+}
+
+impl fmt::Display for Raw<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Raw::Text(t) => write!(f, "`{t}`"),
+            Raw::Quoted(t) => write!(f, "`\"{t}\"`"),
+            Raw::Number { text, .. } => write!(f, "`{text}`"),
+            Raw::Other(what) => f.write_str(what),
+        }
+    }
+}
+
+/// Reads one value for `item`; the error says what is wrong with it, without the place.
+fn read(item: Item, raw: &Raw<'_>) -> Result<Value, String> {
+    if let Raw::Other(what) = raw {
+        return Err(format!("found {what}"));
+    }
+    match item {
+        Item::Gpu | Item::Driver => match raw {
+            Raw::Text(t) | Raw::Quoted(t) if t.trim().is_empty() => Err("the value is empty".into()),
+            Raw::Text(t) | Raw::Quoted(t) => Ok(Value::Text(t.trim().to_string())),
+            // `driver = 535` is a branch written as a number; its text is the requirement.
+            Raw::Number {
+                text,
+                integer: true,
+                value,
+            } if item == Item::Driver && *value > 0.0 => Ok(Value::Text(text.clone())),
+            _ => Err(format!("{raw} is a number, not a string")),
+        },
+        Item::Gpus | Item::Cpus => {
+            let n = number(raw, None)?.0;
+            if n.fract() != 0.0 {
+                return Err(format!("{raw} is not a whole number"));
+            }
+            if n > f64::from(u32::MAX) {
+                return Err(format!("{raw} is too large"));
+            }
+            Ok(Value::Count(n as u32))
+        }
+        Item::GpuMemory | Item::Memory | Item::Disk => {
+            let (value, unit) = number(raw, item.units())?;
+            Ok(Value::Size(Size {
+                value,
+                written: unit.map(|_| match raw {
+                    Raw::Text(t) | Raw::Quoted(t) => t.trim().to_string(),
+                    _ => raw.to_string(),
+                }),
+            }))
+        }
+    }
+}
+
+/// A positive, finite number in the item's unit, and the unit it was written with (when
+/// one was). `units` is `None` for counts, which take none.
+fn number(raw: &Raw<'_>, units: Option<&[(&str, f64)]>) -> Result<(f64, Option<String>), String> {
+    let (value, unit) = match raw {
+        Raw::Number { value, .. } => (*value, None),
+        Raw::Text(t) | Raw::Quoted(t) => {
+            let t = t.trim();
+            if t.is_empty() {
+                return Err("the value is empty".into());
+            }
+            let split = t
+                .find(|c: char| !(c.is_ascii_digit() || matches!(c, '.' | '-' | '+')))
+                .unwrap_or(t.len());
+            let (num, unit) = t.split_at(split);
+            let unit = unit.trim();
+            let value: f64 = num.parse().map_err(|_| format!("{raw} is not a number"))?;
+            if unit.is_empty() {
+                (value, None)
+            } else if !unit.chars().all(|c| c.is_ascii_alphabetic()) {
+                return Err(format!("{raw} is not a number"));
+            } else {
+                match units {
+                    None => return Err(format!("{raw} is not a whole number")),
+                    Some(table) => {
+                        let lower = unit.to_ascii_lowercase();
+                        let Some((_, factor)) = table.iter().find(|(u, _)| *u == lower) else {
+                            return Err(format!("{raw} has an unknown unit `{unit}`"));
+                        };
+                        (value * factor, Some(unit.to_string()))
+                    }
+                }
+            }
+        }
+        Raw::Other(what) => return Err(format!("found {what}")),
+    };
+    if value.is_nan() {
+        return Err(format!("{raw} is not a number"));
+    }
+    if value.is_infinite() {
+        return Err(format!("{raw} is not a finite number"));
+    }
+    if value < 0.0 {
+        return Err(format!("{raw} is negative"));
+    }
+    if value == 0.0 {
+        return Err(format!("{raw} is zero"));
+    }
+    Ok((value, unit))
+}
+
+/// ` (did you mean \`gpu_memory\`?)` for a key close to a known one.
+fn suggestion(key: &str) -> String {
+    let normal = key.to_ascii_lowercase().replace('-', "_");
+    Item::ALL
+        .into_iter()
+        .map(|i| (strsim::levenshtein(&normal, i.key()), i.key()))
+        .filter(|(d, k)| *d <= 3 && *d < k.len())
+        .min()
+        .map(|(_, k)| format!(" (did you mean `{k}`?)"))
+        .unwrap_or_default()
+}
+
+/// The 1-based line of a byte offset.
+fn line_of(text: &str, offset: usize) -> usize {
+    let end = offset.min(text.len());
+    text.as_bytes()[..end].iter().filter(|&&b| b == b'\n').count() + 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn order(text: &str) -> Result<Expect, String> {
+        parse_order("order.toml", text).map_err(|e| e.to_string())
+    }
+
+    fn flag(item: Item, text: &str) -> Result<Expect, String> {
+        let mut e = Expect::default();
+        e.set_flag(item, text).map(|()| e)
+    }
+
+    fn size(v: f64, written: Option<&str>) -> Option<Size> {
+        Some(Size {
+            value: v,
+            written: written.map(str::to_string),
+        })
+    }
+
+    #[test]
+    fn numbers_and_strings_with_units() {
+        let e = order(
+            "gpu = \"H100 SXM\"\ngpus = 8\ngpu_memory = \"80GB\"\ndriver = \">=535\"\ncpus = \"64\"\nmemory = \"1TB\"\ndisk = \"3.84 TB\"\n",
+        )
+        .unwrap();
+        assert_eq!(e.gpu.as_deref(), Some("H100 SXM"));
+        assert_eq!(e.gpus, Some(8));
+        assert_eq!(e.gpu_memory, size(80.0, Some("80GB")));
+        assert_eq!(e.driver.as_deref(), Some(">=535"));
+        assert_eq!(e.cpus, Some(64));
+        assert_eq!(e.memory, size(1024.0, Some("1TB")));
+        assert_eq!(e.disk, size(3840.0, Some("3.84 TB")));
+        assert_eq!(e.origin(Item::Memory), "order `order.toml` line 6, key `memory`");
+        assert_eq!(e.origin(Item::Disk), "order `order.toml` line 7, key `disk`");
+
+        // Plain numbers are in the item's unit; a float is a float.
+        let e = order("gpu_memory = 80\nmemory = 1007.5\ndisk = 2000\n").unwrap();
+        assert_eq!(e.gpu_memory, size(80.0, None));
+        assert_eq!(e.memory, size(1007.5, None));
+        assert_eq!(e.disk, size(2000.0, None));
+    }
+
+    #[test]
+    fn memory_is_binary_and_disk_decimal() {
+        for (text, gib) in [
+            ("1TB", 1024.0),
+            ("1 tb", 1024.0),
+            ("1TiB", 1024.0),
+            ("512G", 512.0),
+            ("512 GiB", 512.0),
+            ("512Gi", 512.0),
+            ("524288MB", 512.0),
+            ("0.5T", 512.0),
+        ] {
+            assert_eq!(
+                flag(Item::Memory, text).unwrap().memory.map(|s| s.value),
+                Some(gib),
+                "{text}"
+            );
+        }
+        assert_eq!(
+            flag(Item::GpuMemory, "81920MiB")
+                .unwrap()
+                .gpu_memory
+                .map(|s| s.value),
+            Some(80.0)
+        );
+        for (text, gb) in [
+            ("2TB", 2000.0),
+            ("2 T", 2000.0),
+            ("500GB", 500.0),
+            ("1TiB", 1099.511627776),
+            ("1GiB", 1.073741824),
+            ("1500", 1500.0),
+        ] {
+            let got = flag(Item::Disk, text).unwrap().disk.unwrap().value;
+            assert!((got - gb).abs() < 1e-9, "{text}: {got}");
+        }
+    }
+
+    #[test]
+    fn flags_and_files_read_values_the_same_way() {
+        for (item, key, text) in [
+            (Item::GpuMemory, "gpu_memory", "80G"),
+            (Item::Memory, "memory", "1TB"),
+            (Item::Disk, "disk", "1.8TiB"),
+            (Item::Gpus, "gpus", "8"),
+            (Item::Cpus, "cpus", "128"),
+            (Item::Driver, "driver", "550.54.14"),
+            (Item::Gpu, "gpu", "A100 80GB SXM"),
+        ] {
+            let from_flag = flag(item, text).unwrap();
+            let from_file = order(&format!("{key} = \"{text}\"\n")).unwrap();
+            assert_eq!(from_flag.gpu, from_file.gpu, "{key}");
+            assert_eq!(from_flag.gpus, from_file.gpus, "{key}");
+            assert_eq!(from_flag.gpu_memory, from_file.gpu_memory, "{key}");
+            assert_eq!(from_flag.driver, from_file.driver, "{key}");
+            assert_eq!(from_flag.cpus, from_file.cpus, "{key}");
+            assert_eq!(from_flag.memory, from_file.memory, "{key}");
+            assert_eq!(from_flag.disk, from_file.disk, "{key}");
+            assert_eq!(from_flag.origin(item), item.flag());
+        }
+    }
+
+    #[test]
+    fn every_error_names_file_line_key_and_what_was_expected() {
+        let e = order("gpu = \"H100\"\n\ngpu_memory = \"80X\"\n").unwrap_err();
+        assert_eq!(
+            e,
+            "order `order.toml` line 3, key `gpu_memory`: `\"80X\"` has an unknown unit `X`; expected the \
+             memory per GPU as sold: a number of GB, or a string with its unit (\"80GB\", \"80GiB\", \
+             \"81920MiB\"); GPU memory is sold in binary sizes, so a GB here is a GiB (`gpu_memory = 80`)"
+        );
+        // Every problem, not only the first.
+        let e = parse_order(
+            "o.toml",
+            "gpus = 0\ncpus = -4\nmemory = nan\ndisk = inf\ndriver = \"\"\ngpu = 4090\ncolour = \"green\"\ngpu_memroy = 80\n",
+        )
+        .unwrap_err();
+        let lines: Vec<&str> = e.problems.iter().map(String::as_str).collect();
+        assert_eq!(lines.len(), 8, "{lines:#?}");
+        assert!(lines[0].starts_with("order `o.toml` line 1, key `gpus`: `0` is zero; expected a whole number of GPUs above 0 (`gpus = 8`)"), "{}", lines[0]);
+        assert!(
+            lines[1].starts_with("order `o.toml` line 2, key `cpus`: `-4` is negative;"),
+            "{}",
+            lines[1]
+        );
+        assert!(
+            lines[2].starts_with("order `o.toml` line 3, key `memory`: `nan` is not a number;"),
+            "{}",
+            lines[2]
+        );
+        assert!(
+            lines[3].starts_with("order `o.toml` line 4, key `disk`: `inf` is not a finite number;"),
+            "{}",
+            lines[3]
+        );
+        assert!(
+            lines[4].starts_with("order `o.toml` line 5, key `driver`: the value is empty;"),
+            "{}",
+            lines[4]
+        );
+        assert!(lines[5].starts_with("order `o.toml` line 6, key `gpu`: `4090` is a number, not a string; expected the GPU model as a string (`gpu = \"H100 SXM\"`)"), "{}", lines[5]);
+        assert_eq!(
+            lines[6],
+            "order `o.toml` line 7: unknown key `colour`; an order has the keys gpu, gpus, gpu_memory, driver, cpus, memory, disk"
+        );
+        assert!(
+            lines[7]
+                .starts_with("order `o.toml` line 8: unknown key `gpu_memroy` (did you mean `gpu_memory`?)"),
+            "{}",
+            lines[7]
+        );
+    }
+
+    #[test]
+    fn bad_values_of_each_kind() {
+        for (text, problem) in [
+            ("gpus = 8.5", "`8.5` is not a whole number"),
+            ("gpus = \"eight\"", "`\"eight\"` is not a number"),
+            ("gpus = \"8x\"", "`\"8x\"` is not a whole number"),
+            ("gpus = 99999999999", "`99999999999` is too large"),
+            ("cpus = true", "found a boolean"),
+            ("memory = \"-1TB\"", "`\"-1TB\"` is negative"),
+            ("memory = \"1,024\"", "`\"1,024\"` is not a number"),
+            ("memory = \"\"", "the value is empty"),
+            ("memory = [512]", "found an array"),
+            ("disk = \"2 XB\"", "`\"2 XB\"` has an unknown unit `XB`"),
+            ("disk = 0.0", "`0.0` is zero"),
+            ("disk = -inf", "`-inf` is not a finite number"),
+            ("disk = 1979-05-27", "found a date"),
+            ("driver = 535.104", "`535.104` is a number, not a string"),
+            ("driver = -535", "`-535` is a number, not a string"),
+            ("gpu = \"   \"", "the value is empty"),
+            ("gpu = { name = \"H100\" }", "found a table"),
+        ] {
+            let e = order(text).unwrap_err();
+            assert!(e.contains(&format!(": {problem}; expected ")), "{text}: {e}");
+            assert!(e.starts_with("order `order.toml` line 1, key `"), "{text}: {e}");
+        }
+        // A whole number written as a float is still whole; a driver branch as a number
+        // is its text.
+        assert_eq!(order("gpus = 8.0").unwrap().gpus, Some(8));
+        assert_eq!(order("driver = 535").unwrap().driver.as_deref(), Some("535"));
+    }
+
+    #[test]
+    fn flag_errors_name_the_flag_and_an_example() {
+        assert_eq!(
+            flag(Item::Gpus, "0").unwrap_err(),
+            "--expect-gpus `0`: `0` is zero; expected a whole number of GPUs above 0 (`--expect-gpus 8`)"
+        );
+        let e = flag(Item::Memory, "1XB").unwrap_err();
+        assert!(e.starts_with("--expect-memory `1XB`: `1XB` has an unknown unit `XB`; expected the memory as a number of GiB"), "{e}");
+        assert!(e.contains("1 TB = 1024 GiB"), "{e}");
+        let e = flag(Item::Disk, "NaN").unwrap_err();
+        assert!(
+            e.starts_with("--expect-disk `NaN`: `NaN` is not a number;"),
+            "{e}"
+        );
+        let e = flag(Item::Driver, " ").unwrap_err();
+        assert!(e.starts_with("--expect-driver ` `: the value is empty;"), "{e}");
+    }
+
+    #[test]
+    fn syntax_errors_and_duplicates_have_lines() {
+        let e = order("gpus = 8\ngpus = 4\n").unwrap_err();
+        assert!(e.starts_with("order `order.toml` line 2: not valid TOML:"), "{e}");
+        let e = order("gpus = 8\nmemory = 1TB\n").unwrap_err();
+        assert!(e.starts_with("order `order.toml` line 2: not valid TOML:"), "{e}");
+        assert!(order("").unwrap().is_empty());
+    }
+
+    #[test]
+    fn flags_replace_what_the_file_said() {
+        let mut e = order("gpus = 8\nmemory = \"1TB\"\n").unwrap();
+        e.set_flag(Item::Gpus, "4").unwrap();
+        assert_eq!(e.gpus, Some(4));
+        assert_eq!(e.origin(Item::Gpus), "--expect-gpus");
+        assert_eq!(e.origin(Item::Memory), "order `order.toml` line 2, key `memory`");
+    }
+}
