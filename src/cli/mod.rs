@@ -541,19 +541,7 @@ fn verify(cli: &Cli, args: &VerifyArgs, out: &mut dyn Write) -> Result<Exit, Cli
             host_facts: args.host_facts.clone(),
             ..HostArgs::default()
         };
-        let host = host_args.report(&[])?;
-        target.driver = host.driver.as_ref().map(|d| d.value.clone());
-        target.driver_cuda = host.driver_cuda.as_ref().map(|c| c.value.clone());
-        let (asks, _) = crate::judge::host_gpus(&db, &host);
-        for a in asks {
-            let brand = host
-                .gpus
-                .iter()
-                .find(|g| db.gpu(&g.name).is_ok_and(|r| r.id == a.gpu.id))
-                .and_then(|g| g.brand.clone());
-            target.gpus.push((a, brand));
-        }
-        target.source = "this host".into();
+        target = Target::from_host(&db, &host_args.report(&[])?);
     }
     if let Some(d) = &args.driver {
         let driver = d
@@ -571,6 +559,14 @@ fn verify(cli: &Cli, args: &VerifyArgs, out: &mut dyn Write) -> Result<Exit, Cli
         };
         target.gpus = stack.to_query(&db)?.gpus.into_iter().map(|g| (g, None)).collect();
         target.source = "the target given".into();
+    }
+    // What a flag gives is no longer missing on the host.
+    if args.driver.is_some() {
+        target.no_driver = None;
+    }
+    if !args.gpu.is_empty() {
+        target.no_gpu = None;
+        target.unknown_gpus.clear();
     }
     let timeout = std::time::Duration::from_secs(args.timeout.max(1));
     let file_source = !matches!(
