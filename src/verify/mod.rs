@@ -547,6 +547,20 @@ pub fn judge(
     }
 }
 
+/// The image's names, the one the user typed first: of two names making the same claims
+/// (a mirror's and the original's), the one given is the source reported.
+fn names_typed_first(origin: &Origin) -> Vec<&String> {
+    let typed = origin
+        .reference
+        .strip_prefix("docker-daemon:")
+        .or_else(|| origin.reference.strip_prefix("docker://"))
+        .unwrap_or(&origin.reference);
+    let typed = crate::image::RegistryRef::parse(typed).ok();
+    let mut names: Vec<&String> = origin.names.iter().collect();
+    names.sort_by_key(|n| typed.is_none() || crate::image::RegistryRef::parse(n).ok() != typed);
+    names
+}
+
 /// The claims (`--expect`, then each name's tag), each beside what was found. A claim
 /// whose component the image shows no trace of fails: a missing fact is never a pass.
 fn judge_claims(
@@ -559,7 +573,7 @@ fn judge_claims(
 ) -> (Vec<ClaimCheck>, Vec<String>) {
     let mut sets: Vec<Claims> = expect.into_iter().collect();
     if infer {
-        for name in &origin.names {
+        for name in names_typed_first(origin) {
             // A mirror's name and the original's make the same claims: checked once.
             if let Ok(c) = tag_claims(db, name) {
                 let same = |s: &Claims| {

@@ -536,9 +536,34 @@ fn the_three_sources_agree() {
     pushed.add(&remote, &digest);
     let (_, from_registry) = verify(&[&format!("docker://{remote}"), "--no-infer"]);
 
+    // Under a mirror's namespace, in the registry and in the daemon, the tag's claims are
+    // read all the same, and say where they came from.
+    let mirrored = format!(
+        "{registry}/gpuenv-test-{}/pytorch:2.8.0-cuda12.8-cudnn9-runtime",
+        std::process::id()
+    );
+    let mirrored_ref = Reference::parse(&mirrored).unwrap();
+    engine.tag(&local, &mirrored_ref).unwrap();
+    let digest2 = engine
+        .push(&mirrored_ref, None, &mut |_| {})
+        .unwrap()
+        .unwrap_or_default();
+    pushed.add(&mirrored, &digest2);
+    let want = format!(
+        "tag 2.8.0-cuda12.8-cudnn9-runtime of {} (pytorch/pytorch scheme)",
+        mirrored.rsplit_once(':').unwrap().0
+    );
+    for source in [format!("docker://{mirrored}"), mirrored.clone()] {
+        let (code, doc) = verify(&[&source]);
+        assert_eq!(code, 1, "{source}: {:#}", doc["findings"]);
+        assert_eq!(doc["claims_source"], serde_json::json!([want]), "{source}");
+        assert_eq!(doc["claims"][0]["source"], want.as_str(), "{source}");
+    }
+
     for name in [
         &local,
         &remote,
+        &mirrored,
         &"pytorch/pytorch:2.8.0-cuda12.8-cudnn9-runtime".to_string(),
     ] {
         let _ = engine.remove(name, true);
