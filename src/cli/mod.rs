@@ -542,36 +542,32 @@ fn verify(cli: &Cli, args: &VerifyArgs, out: &mut dyn Write) -> Result<Exit, Cli
             host_facts: args.host_facts.clone(),
             ..HostArgs::default()
         };
-        let host = host_args.report(&[], &db)?;
-        target.driver = host.driver.as_ref().map(|d| d.value.clone());
-        target.driver_cuda = host.driver_cuda.as_ref().map(|c| c.value.clone());
-        let (asks, _) = crate::judge::host_gpus(&db, &host);
-        for a in asks {
-            let brand = host
-                .gpus
-                .iter()
-                .find(|g| db.gpu(&g.name).is_ok_and(|r| r.id == a.gpu.id))
-                .and_then(|g| g.brand.clone());
-            target.gpus.push((a, brand));
-        }
-        target.source = "this host".into();
+        target = Target::from_host(&db, &host_args.report(&[], &db)?);
     }
+    // Read as `query` reads them: a branch as its earliest release, names by their words.
     if let Some(d) = &args.driver {
-        let driver = d
-            .trim()
-            .parse()
-            .map_err(|e: crate::model::ParseError| CliError::Usage(format!("--driver: {e}")))?;
+        let (driver, reading) = stack::driver_ask(&db, "--driver", d)?;
         target.driver = Some(driver);
         target.driver_cuda = None;
+        target.readings.extend(reading);
         target.source = "the target given".into();
     }
     if !args.gpu.is_empty() {
-        let stack = StackArgs {
-            gpu: args.gpu.clone(),
-            ..StackArgs::default()
-        };
-        target.gpus = stack.to_query(&db)?.gpus.into_iter().map(|g| (g, None)).collect();
+        target.gpus.clear();
+        for g in &args.gpu {
+            let (asks, readings) = stack::gpu_asks(&db, "--gpu", g)?;
+            target.gpus.extend(asks.into_iter().map(|a| (a, None)));
+            target.readings.extend(readings);
+        }
         target.source = "the target given".into();
+    }
+    // What a flag gives is no longer missing on the host.
+    if args.driver.is_some() {
+        target.no_driver = None;
+    }
+    if !args.gpu.is_empty() {
+        target.no_gpu = None;
+        target.unknown_gpus.clear();
     }
     let timeout = std::time::Duration::from_secs(args.timeout.max(1));
     let file_source = !matches!(

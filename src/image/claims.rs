@@ -1,19 +1,27 @@
 //! What an image claims to hold: from `--expect torch=2.8,cuda=12.8,python=3.11`, or from
 //! the well-known tag schemes of its name.
 //!
-//! Owns: parsing `--expect`, reading claims out of `pytorch/pytorch`, `nvidia/cuda` and
-//! NGC (`nvcr.io/nvidia/<framework>:YY.MM-py3`) tags, the loose version match ("2.8"
-//! matches 2.8.1), and setting claims beside what detection found ([`Claims::compare`]).
-//! Must not: decide what a mismatch means for the user (the verify judgement), or look
-//! anything up: an NGC release is returned as its key (`24.08`) for the caller to find in
-//! compat-db.
+//! Owns: parsing `--expect`, reading claims out of tags that follow the `pytorch/pytorch`,
+//! `nvidia/cuda` and NGC (`nvcr.io/nvidia/pytorch:YY.MM-py3`) schemes, the loose version
+//! match ("2.8" matches 2.8.1), and setting claims beside what detection found
+//! ([`Claims::compare`]). Must not: decide what a mismatch means for the user (the verify
+//! judgement), or look anything up: an NGC release is returned as its key (`24.08`) for
+//! the caller to find in compat-db.
 //!
 //! Tag schemes (see `shared/research/facts-torch-images.md` sections 4 to 6):
 //! - `pytorch/pytorch:<torch>-cuda<X.Y>-cudnn<N>-<runtime|devel>`, and `<torch>-runtime`
 //!   for CPU images.
 //! - `nvidia/cuda:<X.Y.Z>-[cudnn<N>-|cudnn-]<base|runtime|devel>-<os><ver>`; from 12.4 the
 //!   cuDNN variant is `cudnn` without a major (it ships cuDNN 9).
-//! - `nvcr.io/nvidia/<framework>:<YY.MM>-py3[-...]`: an NGC release.
+//! - `nvcr.io/nvidia/pytorch:<YY.MM>-py3[-...]`: an NGC release.
+//!
+//! The scheme is chosen by the tag's shape and the repository's last path component
+//! (`pytorch` for the first and the last, `cuda` for the second), whatever the registry
+//! and namespace: mirrors (`docker.m.daocloud.io/pytorch/pytorch`) and vendors
+//! (`registry.example.cn/vendor/pytorch`) republish these images under other names. The
+//! last component is what keeps a tag that merely looks like a scheme (`trainer:2.8.0-...`,
+//! whose version is the trainer's) from being read as one; the shapes are strict enough
+//! that `latest`, `v2` or a date are never read as versions.
 
 use serde::Serialize;
 
@@ -32,11 +40,67 @@ pub enum Flavor {
     Devel,
 }
 
+/// A tag scheme claims are read from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Scheme {
+    /// `pytorch/pytorch:2.8.0-cuda12.8-cudnn9-runtime`.
+    Pytorch,
+    /// `nvidia/cuda:12.4.1-cudnn-devel-ubuntu22.04`.
+    NvidiaCuda,
+    /// `nvcr.io/nvidia/pytorch:24.08-py3`.
+    Ngc,
+}
+
+impl Scheme {
+    /// Every scheme, in the order a tag is tried against them.
+    pub const ALL: [Scheme; 3] = [Scheme::Pytorch, Scheme::NvidiaCuda, Scheme::Ngc];
+
+    /// How reports name it: `pytorch/pytorch`, `nvidia/cuda`, `NGC`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Scheme::Pytorch => "pytorch/pytorch",
+            Scheme::NvidiaCuda => "nvidia/cuda",
+            Scheme::Ngc => "NGC",
+        }
+    }
+
+    /// The last path component of the repositories that use it.
+    pub fn repository_name(self) -> &'static str {
+        match self {
+            Scheme::Pytorch | Scheme::Ngc => "pytorch",
+            Scheme::NvidiaCuda => "cuda",
+        }
+    }
+
+    /// A tag of this scheme, for messages.
+    pub fn example(self) -> &'static str {
+        match self {
+            Scheme::Pytorch => "2.8.0-cuda12.8-cudnn9-runtime",
+            Scheme::NvidiaCuda => "12.4.1-cudnn-devel-ubuntu22.04",
+            Scheme::Ngc => "24.08-py3",
+        }
+    }
+
+    /// The claims of `tag` when it has this scheme's shape.
+    fn read(self, tag: &str) -> Option<Claims> {
+        match self {
+            Scheme::Pytorch => pytorch_tag(tag),
+            Scheme::NvidiaCuda => cuda_tag(tag),
+            Scheme::Ngc => ngc_tag(tag),
+        }
+    }
+}
+
 /// What an image claims.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Claims {
-    /// Where the claims come from: `--expect`, or `tag pytorch/pytorch:...`.
+    /// Where the claims come from: `--expect`, or `tag 2.8.0-cuda12.8-cudnn9-runtime of
+    /// pytorch/pytorch (pytorch/pytorch scheme)`.
     pub source: String,
+    /// The tag scheme they were read from, when they come from a tag.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scheme: Option<Scheme>,
     /// torch (`2.8`, `2.4.0`, `2.4.1+cu121`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub torch: Option<String>,
@@ -68,6 +132,7 @@ pub struct Claims {
 impl Claims {
     /// Whether nothing is claimed.
     pub fn is_empty(&self) -> bool {
+        // `source` and `scheme` say where claims come from; they claim nothing themselves.
         self.torch.is_none()
             && self.cuda.is_none()
             && self.cudnn.is_none()
@@ -186,20 +251,54 @@ pub fn parse_expect(input: &str) -> Result<Claims, ClaimsError> {
 
 /// Claims from an image name's tag, when it follows a known scheme; `None` otherwise.
 pub fn from_tag(reference: &str) -> Option<Claims> {
-    from_registry_ref(&RegistryRef::parse(reference).ok()?)
+    read_tag(reference).ok()
+}
+
+/// Claims from an image name's tag, or why it has none (a sentence about the name).
+pub fn read_tag(reference: &str) -> Result<Claims, String> {
+    let r = RegistryRef::parse(reference).map_err(|e| e.to_string())?;
+    read_registry_ref(&r)
 }
 
 /// [`from_tag`] over a parsed reference.
 pub fn from_registry_ref(r: &RegistryRef) -> Option<Claims> {
-    let tag = r.tag()?;
-    let source = format!("tag {}:{tag}", r.familiar_name());
-    let claims = match (r.registry.as_str(), r.repository.as_str()) {
-        ("docker.io", "pytorch/pytorch") => pytorch_tag(tag),
-        ("docker.io", "nvidia/cuda") => cuda_tag(tag),
-        ("nvcr.io", repo) if repo.starts_with("nvidia/") => ngc_tag(tag),
-        _ => None,
-    }?;
-    Some(Claims { source, ..claims })
+    read_registry_ref(r).ok()
+}
+
+/// [`read_tag`] over a parsed reference.
+pub fn read_registry_ref(r: &RegistryRef) -> Result<Claims, String> {
+    let name = r.familiar_name();
+    let Some(tag) = r.tag() else {
+        return Err(format!("`{name}` is named by its digest, with no tag"));
+    };
+    let last = r.repository.rsplit('/').next().unwrap_or(&r.repository);
+    let shapes: Vec<(Scheme, Claims)> = Scheme::ALL
+        .iter()
+        .filter_map(|s| s.read(tag).map(|c| (*s, c)))
+        .collect();
+    if let Some((scheme, claims)) = shapes.iter().find(|(s, _)| s.repository_name() == last) {
+        return Ok(Claims {
+            source: format!("tag {tag} of {name} ({} scheme)", scheme.label()),
+            scheme: Some(*scheme),
+            ..claims.clone()
+        });
+    }
+    Err(match shapes.first() {
+        Some((scheme, _)) => format!(
+            "the tag `{tag}` of `{name}` has the shape of the {} scheme, but the repository is \
+             not named `{}`, so its numbers may be another program's versions",
+            scheme.label(),
+            scheme.repository_name()
+        ),
+        None => format!(
+            "the tag `{tag}` of `{name}` follows none of the known schemes ({})",
+            Scheme::ALL
+                .iter()
+                .map(|s| format!("{} `{}`", s.label(), s.example()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    })
 }
 
 fn flavor(word: &str) -> Option<Flavor> {
@@ -211,42 +310,60 @@ fn flavor(word: &str) -> Option<Flavor> {
     }
 }
 
+/// Whether `s` is `min` to `max` dot-separated numbers whose first has at most
+/// `major_digits` digits: versions as tags write them, never a date (`2024.05.01`).
+fn version_shape(s: &str, min: usize, max: usize, major_digits: usize) -> bool {
+    let parts = s.split('.').count();
+    dotted(s, max) && parts >= min && s.split('.').next().is_some_and(|m| m.len() <= major_digits)
+}
+
 /// `2.4.0-cuda12.1-cudnn9-runtime`, `2.5.1-runtime`.
 fn pytorch_tag(tag: &str) -> Option<Claims> {
-    let mut parts = tag.split('-');
-    let torch = parts.next()?;
-    if !dotted(torch, 3) {
+    let parts: Vec<&str> = tag.split('-').collect();
+    let (torch, rest) = parts.split_first()?;
+    let (last, middle) = rest.split_last()?;
+    // pytorch/pytorch publishes runtime and devel images, each under a full torch release.
+    let flavor = match *last {
+        "runtime" => Flavor::Runtime,
+        "devel" => Flavor::Devel,
+        _ => return None,
+    };
+    if !version_shape(torch, 3, 3, 1) {
         return None;
     }
-    let mut c = Claims {
-        torch: Some(torch.to_string()),
-        ..Default::default()
-    };
-    for p in parts {
-        if let Some(v) = p.strip_prefix("cudnn") {
-            if !dotted(v, 4) {
-                return None;
-            }
-            c.cudnn = Some(v.to_string());
-        } else if let Some(v) = p.strip_prefix("cuda") {
-            if !dotted(v, 3) {
-                return None;
-            }
-            c.cuda = Some(v.to_string());
-        } else if let Some(f) = flavor(p) {
-            c.flavor = Some(f);
-        } else {
-            return None;
-        }
+    fn part<'t>(p: &'t str, prefix: &str, min: usize, max: usize) -> Option<&'t str> {
+        p.strip_prefix(prefix).filter(|v| version_shape(v, min, max, 2))
     }
-    Some(c)
+    let cuda = |p| part(p, "cuda", 2, 3);
+    let cudnn = |p| part(p, "cudnn", 1, 4);
+    let (cuda, cudnn) = match middle {
+        [] => (None, None),
+        [c] => (Some(cuda(c)?), None),
+        [c, d] => (Some(cuda(c)?), Some(cudnn(d)?)),
+        _ => return None,
+    };
+    Some(Claims {
+        torch: Some(torch.to_string()),
+        cuda: cuda.map(str::to_string),
+        cudnn: cudnn.map(str::to_string),
+        flavor: Some(flavor),
+        ..Default::default()
+    })
+}
+
+/// Whether `s` names a distribution as nvidia/cuda tags do: letters, then a version
+/// (`ubuntu22.04`, `ubi9`, `rockylinux8`).
+fn os_shape(s: &str) -> bool {
+    let digits = s.find(|c: char| c.is_ascii_digit()).unwrap_or(s.len());
+    let (name, version) = s.split_at(digits);
+    !name.is_empty() && name.bytes().all(|b| b.is_ascii_lowercase()) && dotted(version, 3)
 }
 
 /// `12.4.1-cudnn-devel-ubuntu22.04`, `12.1.1-cudnn8-runtime-ubuntu22.04`, `12.4.1-base-ubuntu22.04`.
 fn cuda_tag(tag: &str) -> Option<Claims> {
     let parts: Vec<&str> = tag.split('-').collect();
     let (version, rest) = parts.split_first()?;
-    if !dotted(version, 3) {
+    if !version_shape(version, 2, 3, 2) {
         return None;
     }
     let mut c = Claims {
@@ -257,7 +374,7 @@ fn cuda_tag(tag: &str) -> Option<Claims> {
     if let Some(v) = rest.first().and_then(|p| p.strip_prefix("cudnn")) {
         if v.is_empty() {
             c.cudnn_present = true;
-        } else if dotted(v, 4) {
+        } else if version_shape(v, 1, 4, 2) {
             c.cudnn = Some(v.to_string());
         } else {
             return None;
@@ -266,7 +383,7 @@ fn cuda_tag(tag: &str) -> Option<Claims> {
     }
     c.flavor = Some(flavor(rest.get(i)?)?);
     let os = rest[i + 1..].join("-");
-    if os.is_empty() {
+    if !os_shape(&os) {
         return None;
     }
     c.os = Some(os);
@@ -277,8 +394,10 @@ fn cuda_tag(tag: &str) -> Option<Claims> {
 fn ngc_tag(tag: &str) -> Option<Claims> {
     let (release, rest) = tag.split_once('-')?;
     let (yy, mm) = release.split_once('.')?;
-    let ok = yy.len() == 2 && mm.len() == 2 && yy.bytes().chain(mm.bytes()).all(|b| b.is_ascii_digit());
-    (ok && rest.starts_with("py3")).then(|| Claims {
+    let digits = |s: &str| s.len() == 2 && s.bytes().all(|b| b.is_ascii_digit());
+    let month = mm.parse::<u8>().is_ok_and(|m| (1..=12).contains(&m));
+    let py3 = rest == "py3" || rest.starts_with("py3-");
+    (digits(yy) && digits(mm) && month && py3).then(|| Claims {
         ngc_release: Some(release.to_string()),
         ..Default::default()
     })
@@ -318,6 +437,8 @@ pub fn version_matches(claimed: &str, found: &str) -> bool {
 pub struct ClaimCheck {
     /// `torch`, `cuda`, `cudnn`, `nccl`, `python`, `os`, `devel`.
     pub component: &'static str,
+    /// Where the claim comes from (the claim set's [`Claims::source`]).
+    pub source: String,
     /// What is claimed.
     pub claimed: String,
     /// What was found, with where.
@@ -337,6 +458,7 @@ impl Claims {
                 (!found.is_empty()).then(|| found.iter().any(|f| version_matches(claimed, &f.value)));
             ClaimCheck {
                 component,
+                source: self.source.clone(),
                 claimed: claimed.to_string(),
                 found,
                 matches,
@@ -395,6 +517,7 @@ impl Claims {
             let found = cudnn_found();
             out.push(ClaimCheck {
                 component: "cudnn",
+                source: self.source.clone(),
                 claimed: "present".into(),
                 matches: Some(!found.is_empty()),
                 found,
@@ -443,6 +566,7 @@ impl Claims {
             let matches = (!found.is_empty()).then(|| found.iter().any(|f| squash(&f.value) == squash(o)));
             out.push(ClaimCheck {
                 component: "os",
+                source: self.source.clone(),
                 claimed: o.clone(),
                 found,
                 matches,
@@ -456,6 +580,7 @@ impl Claims {
                 .collect();
             out.push(ClaimCheck {
                 component: "devel",
+                source: self.source.clone(),
                 claimed: "nvcc".into(),
                 matches: Some(!found.is_empty()),
                 found,
@@ -507,7 +632,11 @@ mod tests {
             ),
             (Some("2.4.0"), Some("12.1"), Some("9"), Some(Flavor::Runtime))
         );
-        assert_eq!(c.source, "tag pytorch/pytorch:2.4.0-cuda12.1-cudnn9-runtime");
+        assert_eq!(
+            c.source,
+            "tag 2.4.0-cuda12.1-cudnn9-runtime of pytorch/pytorch (pytorch/pytorch scheme)"
+        );
+        assert_eq!(c.scheme, Some(Scheme::Pytorch));
         let c = from_tag("docker.io/pytorch/pytorch:2.5.1-runtime").unwrap();
         assert_eq!((c.torch.as_deref(), c.cuda.as_deref()), (Some("2.5.1"), None));
         let c = from_tag("nvidia/cuda:12.4.1-cudnn-devel-ubuntu22.04").unwrap();
@@ -524,7 +653,7 @@ mod tests {
         );
         let c = from_tag("nvcr.io/nvidia/pytorch:24.08-py3").unwrap();
         assert_eq!(c.ngc_release.as_deref(), Some("24.08"));
-        assert_eq!(c.source, "tag nvcr.io/nvidia/pytorch:24.08-py3");
+        assert_eq!(c.source, "tag 24.08-py3 of nvcr.io/nvidia/pytorch (NGC scheme)");
         for none in [
             "pytorch/pytorch:latest",
             "pytorch/pytorch:nightly-devel",
@@ -536,6 +665,122 @@ mod tests {
             "Not A Ref",
         ] {
             assert_eq!(from_tag(none), None, "{none}");
+        }
+    }
+
+    /// Mirrors and vendors republish the images under other hosts and namespaces: the
+    /// scheme is found by the tag's shape and the repository's last component.
+    #[test]
+    fn mirrors_and_vendor_namespaces() {
+        for name in [
+            "docker.m.daocloud.io/pytorch/pytorch:2.8.0-cuda12.8-cudnn9-runtime",
+            "docker.io/pytorch/pytorch:2.8.0-cuda12.8-cudnn9-runtime",
+            "registry.example.cn/vendor/pytorch:2.8.0-cuda12.8-cudnn9-runtime",
+            "localhost:5000/mirror/pytorch/pytorch:2.8.0-cuda12.8-cudnn9-runtime",
+            "hub.example.com:8443/a/b/c/pytorch:2.8.0-cuda12.8-cudnn9-runtime",
+        ] {
+            let c = read_tag(name).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(
+                (c.torch.as_deref(), c.cuda.as_deref(), c.cudnn.as_deref()),
+                (Some("2.8.0"), Some("12.8"), Some("9")),
+                "{name}"
+            );
+            assert_eq!(c.scheme, Some(Scheme::Pytorch));
+            assert!(
+                c.source.starts_with("tag 2.8.0-cuda12.8-cudnn9-runtime of ")
+                    && c.source.ends_with(" (pytorch/pytorch scheme)"),
+                "{}",
+                c.source
+            );
+        }
+        let c = read_tag("docker.m.daocloud.io/pytorch/pytorch:2.8.0-cuda12.8-cudnn9-runtime").unwrap();
+        assert!(
+            c.source.contains("of docker.m.daocloud.io/pytorch/pytorch "),
+            "{}",
+            c.source
+        );
+        for name in [
+            "docker.m.daocloud.io/nvidia/cuda:12.4.1-cudnn-devel-ubuntu22.04",
+            "nvcr.io/nvidia/cuda:12.4.1-cudnn-devel-ubuntu22.04",
+            "registry.example.cn/base/cuda:12.4.1-cudnn-devel-ubuntu22.04",
+        ] {
+            let c = read_tag(name).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(c.scheme, Some(Scheme::NvidiaCuda), "{name}");
+            assert_eq!((c.cuda.as_deref(), c.cudnn_present), (Some("12.4.1"), true));
+        }
+        for name in [
+            "nvcr.m.daocloud.io/nvidia/pytorch:24.08-py3",
+            "registry.example.cn/ngc/pytorch:24.08-py3",
+            "docker.m.daocloud.io/nvcr.io/nvidia/pytorch:24.08-py3-igpu",
+        ] {
+            let c = read_tag(name).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(c.scheme, Some(Scheme::Ngc), "{name}");
+            assert_eq!(c.ngc_release.as_deref(), Some("24.08"));
+        }
+    }
+
+    /// Tags that only look like versions, or repositories named for something else, give
+    /// no claims, and say why.
+    #[test]
+    fn look_alikes_are_not_read() {
+        for (name, why) in [
+            (
+                "registry.example.cn/vendor/pytorch:latest",
+                "follows none of the known schemes",
+            ),
+            ("registry.example.cn/vendor/pytorch:v2", "follows none"),
+            ("registry.example.cn/vendor/pytorch:2", "follows none"),
+            ("registry.example.cn/vendor/pytorch:2.8", "follows none"),
+            ("registry.example.cn/vendor/pytorch:2.8.0", "follows none"),
+            ("registry.example.cn/vendor/pytorch:2024.05.01", "follows none"),
+            (
+                "registry.example.cn/vendor/pytorch:2024.05.01-runtime",
+                "follows none",
+            ),
+            ("registry.example.cn/vendor/pytorch:20240501", "follows none"),
+            (
+                "registry.example.cn/vendor/pytorch:2.8.0-cuda12.8-cudnn9-runtime-v2",
+                "follows none",
+            ),
+            (
+                "registry.example.cn/vendor/pytorch:2.8.0-cuda12.8-extra-cudnn9-runtime",
+                "follows none",
+            ),
+            ("registry.example.cn/vendor/pytorch:24.13-py3", "follows none"),
+            ("registry.example.cn/vendor/pytorch:24.08-py310", "follows none"),
+            (
+                "registry.example.cn/vendor/cuda:12.4.1-devel-22.04",
+                "follows none",
+            ),
+            (
+                "registry.example.cn/vendor/cuda:2024.05.01-base-ubuntu22.04",
+                "follows none",
+            ),
+            (
+                "registry.example.cn/vendor/trainer:2.8.0-cuda12.8-cudnn9-runtime",
+                "has the shape of the pytorch/pytorch scheme, but the repository is not named `pytorch`",
+            ),
+            (
+                "registry.example.cn/vendor/pytorch-cuda:2.8.0-cuda12.8-cudnn9-runtime",
+                "not named `pytorch`",
+            ),
+            (
+                "registry.example.cn/vendor/pytorch:12.4.1-cudnn-devel-ubuntu22.04",
+                "has the shape of the nvidia/cuda scheme, but the repository is not named `cuda`",
+            ),
+            // NGC's other frameworks: the catalog describes only its PyTorch containers.
+            (
+                "nvcr.io/nvidia/tensorflow:24.08-py3",
+                "has the shape of the NGC scheme",
+            ),
+            (
+                "registry.example.cn/vendor/pytorch@sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+                "named by its digest",
+            ),
+            ("Not A Ref", "invalid image reference"),
+        ] {
+            let e = read_tag(name).expect_err(name);
+            assert!(e.contains(why), "{name}: {e}");
         }
     }
 

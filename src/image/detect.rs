@@ -27,6 +27,8 @@
 //!   toolkit, pip wheel, torch's own `lib/`), pip `nvidia-cudnn-cu*`, env
 //!   `NV_CUDNN_VERSION` / `CUDNN_VERSION`, label `com.nvidia.cudnn.version`.
 //! - NCCL: `include/nccl.h`, `libnccl.so.*`, pip `nvidia-nccl-cu*`, env `NCCL_VERSION`.
+//! - The other libraries of the `nvidia-*` wheels (`libcublas.so.*`, `libnvrtc.so.*`, ...;
+//!   see [`super::cudalibs`]) anywhere: kept for the judgement, not listed in the facts.
 //! - cuda-compat: `usr/local/cuda*/compat/libcuda.so.<driver version>` and its ELF note
 //!   (see [`super::elfnote`]).
 
@@ -343,10 +345,13 @@ fn relevant_dist(dir: &str) -> bool {
     .any(|p| lower.starts_with(p))
 }
 
-/// Shared libraries detection lists, wherever they are.
+/// Shared libraries detection lists, wherever they are, and the other libraries of the
+/// `nvidia-*` wheels (kept, not listed: the verify judgement looks for stand-ins of a
+/// missing wheel among them).
 fn is_cuda_library(base: &str) -> bool {
-    (base.starts_with("libcudart.so") || base.starts_with("libcudnn") || base.starts_with("libnccl.so"))
-        && base.contains(".so")
+    ((base.starts_with("libcudart.so") || base.starts_with("libcudnn") || base.starts_with("libnccl.so"))
+        && base.contains(".so"))
+        || super::cudalibs::is_wheel_library(base)
 }
 
 /// The layer reader's selector for detection: see the module docs for the list.

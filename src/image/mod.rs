@@ -15,6 +15,8 @@
 //!   [`elfnote`] parse the files it reads.
 //! - [`require`]: `NVIDIA_REQUIRE_*` evaluated as libnvidia-container does.
 //! - [`claims`]: `--expect` and the claims of well-known tag schemes.
+//! - [`cudalibs`]: the libraries of the `nvidia-*` wheels torch pins, and the copies the
+//!   loader would find instead of a missing one.
 //!
 //! Must not: talk to the Docker daemon or a registry (that is `docker` and the registry
 //! client; they hand this module byte streams or a blob source), extract anything to
@@ -30,6 +32,7 @@
 pub mod archive;
 pub mod claims;
 pub mod config;
+pub mod cudalibs;
 pub mod detect;
 pub mod digest;
 pub mod elfnote;

@@ -186,6 +186,51 @@ pub fn parse_requirement(text: &str) -> Result<Requirement<DirectUrl>, String> {
     Requirement::<DirectUrl>::from_str(text).map_err(|e| reason(&e))
 }
 
+/// The CPython minors a marker is tried against when the interpreter is not known.
+const ANY_PYTHON: &[&str] = &["3.8", "3.9", "3.10", "3.11", "3.12", "3.13", "3.14", "3.15"];
+
+/// Whether a requirement's marker (the text after `;`) may hold for CPython on Linux on
+/// `machine` (`x86_64`, `aarch64`, as PEP 508 names machines): for `python` (`3.11`) when
+/// it is known, else for any CPython from 3.8 to 3.15. No marker holds; `extra == ...`
+/// never does, since no extra is asked for. A marker that does not parse is taken to hold:
+/// a requirement is not dropped on a guess.
+pub fn linux_marker_may_hold(marker: Option<&str>, machine: &str, python: Option<&str>) -> bool {
+    let Some(marker) = marker.map(str::trim).filter(|m| !m.is_empty()) else {
+        return true;
+    };
+    let Ok(requirement) = parse_requirement(&format!("x ; {marker}")) else {
+        return true;
+    };
+    let pythons: Vec<&str> = match python {
+        Some(p) => vec![p],
+        None => ANY_PYTHON.to_vec(),
+    };
+    pythons.iter().any(|python| {
+        let release: Vec<&str> = python.split('.').collect();
+        let (short, full) = match release.as_slice() {
+            [major, minor] => (format!("{major}.{minor}"), format!("{major}.{minor}.0")),
+            [major, minor, _, ..] => (format!("{major}.{minor}"), python.to_string()),
+            _ => return true,
+        };
+        let Ok(environment) = pep508_rs::MarkerEnvironment::try_from(pep508_rs::MarkerEnvironmentBuilder {
+            implementation_name: "cpython",
+            implementation_version: &full,
+            os_name: "posix",
+            platform_machine: machine,
+            platform_python_implementation: "CPython",
+            platform_release: "",
+            platform_system: "Linux",
+            platform_version: "",
+            python_full_version: &full,
+            python_version: &short,
+            sys_platform: "linux",
+        }) else {
+            return true;
+        };
+        requirement.marker.evaluate(&environment, &[])
+    })
+}
+
 /// pep508's reason without its drawn underline (whose rendering can also assert on odd
 /// spans), on one line, with the character it points at.
 pub fn reason<T: pep508_rs::Pep508Url>(error: &pep508_rs::Pep508Error<T>) -> String {
@@ -232,6 +277,47 @@ mod tests {
         }
         assert!(parse_requirement(&format!("torch=={}", "1".repeat(5000))).is_err());
         assert!(check_marker("sys_platform == 'lin\u{e9}'").is_err());
+    }
+
+    #[test]
+    fn markers_of_torch_pins_on_linux_machines() {
+        let x86 = "platform_system == \"Linux\" and platform_machine == \"x86_64\"";
+        assert!(linux_marker_may_hold(Some(x86), "x86_64", Some("3.11")));
+        assert!(!linux_marker_may_hold(Some(x86), "aarch64", Some("3.11")));
+        assert!(linux_marker_may_hold(
+            Some("platform_machine != 'aarch64'"),
+            "x86_64",
+            None
+        ));
+        assert!(!linux_marker_may_hold(
+            Some("platform_machine != 'aarch64'"),
+            "aarch64",
+            None
+        ));
+        assert!(!linux_marker_may_hold(
+            Some("platform_system == 'Windows'"),
+            "x86_64",
+            None
+        ));
+        assert!(!linux_marker_may_hold(
+            Some("extra == 'opt-einsum'"),
+            "x86_64",
+            None
+        ));
+        // Python: the one given, else any.
+        let old = "python_version < '3.13'";
+        assert!(linux_marker_may_hold(Some(old), "x86_64", Some("3.12")));
+        assert!(!linux_marker_may_hold(Some(old), "x86_64", Some("3.13.1")));
+        assert!(linux_marker_may_hold(Some(old), "x86_64", None));
+        // Nothing to evaluate, or nothing that parses: it holds.
+        assert!(linux_marker_may_hold(None, "aarch64", None));
+        assert!(linux_marker_may_hold(Some(" "), "aarch64", None));
+        assert!(linux_marker_may_hold(
+            Some("platform_machine =="),
+            "aarch64",
+            None
+        ));
+        assert!(linux_marker_may_hold(Some(x86), "aarch64", Some("three")));
     }
 
     #[test]

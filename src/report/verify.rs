@@ -149,15 +149,43 @@ pub fn verify(out: &mut dyn Write, v: &Verification, json_out: bool) -> io::Resu
     if let Some(u) = &f.user {
         writeln!(out, "user:       {}", if u.is_empty() { "root" } else { u })?;
     }
-    if !v.claims.is_empty() {
+    if let Some(t) = &v.target {
+        let mut have: Vec<String> = Vec::new();
+        if let Some(d) = &t.driver {
+            have.push(match &t.driver_cuda {
+                Some(c) => format!("driver {d} (CUDA {c})"),
+                None => format!("driver {d}"),
+            });
+        }
+        have.extend(
+            t.gpus
+                .iter()
+                .map(|(g, _)| format!("{}x {}", g.count.max(1), g.gpu.name)),
+        );
+        have.extend(t.unknown_gpus.iter().map(|g| format!("{g} (not in compat-db)")));
+        have.extend(t.no_driver.iter().cloned());
+        have.extend(t.no_gpu.iter().cloned());
+        writeln!(out, "target:     {}: {}", t.source, have.join(", "))?;
+        if !t.overrides.is_empty() {
+            writeln!(out, "overrides:  {}", t.overrides.join(", "))?;
+        }
+        for r in &t.readings {
+            writeln!(out, "read:       {} {}: {}", r.input, r.given, r.note)?;
+        }
+    }
+    // Each claim set under its source.
+    for source in &v.claims_source {
+        let rows: Vec<_> = v.claims.iter().filter(|c| &c.source == source).collect();
+        if rows.is_empty() {
+            continue;
+        }
         writeln!(out)?;
-        writeln!(out, "claims ({}):", v.claims_source.join("; "))?;
-        for c in &v.claims {
+        writeln!(out, "claims from {source}:")?;
+        for c in rows {
             let found: Vec<String> = c.found.iter().map(|x| x.value.clone()).collect();
             let m = match c.matches {
                 Some(true) => "pass",
-                Some(false) => "FAIL",
-                None => "warn",
+                Some(false) | None => "FAIL",
             };
             writeln!(
                 out,
@@ -165,7 +193,7 @@ pub fn verify(out: &mut dyn Write, v: &Verification, json_out: bool) -> io::Resu
                 c.component,
                 c.claimed,
                 if found.is_empty() {
-                    "nothing".into()
+                    "no trace".into()
                 } else {
                     found.join(", ")
                 }
@@ -189,5 +217,17 @@ pub fn verify(out: &mut dyn Write, v: &Verification, json_out: bool) -> io::Resu
             writeln!(out, "    {} {}: {}", mark(x.severity), x.code, x.message)?;
         }
     }
-    writeln!(out, "verdict: {}", if v.failed { "FAIL" } else { "pass" })
+    if v.failed {
+        return writeln!(out, "verdict: FAIL");
+    }
+    let covered = match v.covers.as_slice() {
+        [one] => one.to_string(),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+        [] => String::new(),
+    };
+    if v.covers.contains(&"claims") {
+        writeln!(out, "verdict: pass ({covered})")
+    } else {
+        writeln!(out, "verdict: pass of {covered} only: no claim was checked")
+    }
 }

@@ -145,6 +145,26 @@ pub const CODES: &[(&str, &str)] = &[
         "image-starts",
         "the NVIDIA runtime starts the image on the target host",
     ),
+    (
+        "image-claims-none",
+        "no claim was checked (no --expect, and no tag of a known scheme): a pass covers consistency and the target only",
+    ),
+    (
+        "image-torch-wheel-missing",
+        "torch pins a CUDA library wheel that is not installed, and no copy of its library is where the loader looks: import torch fails",
+    ),
+    (
+        "image-torch-wheel-stand-in",
+        "a CUDA library wheel torch pins is not installed, and the loader finds another copy of its library: torch loads that one",
+    ),
+    (
+        "image-target-no-gpu",
+        "the target has no NVIDIA driver or no GPU: a CUDA build cannot use a GPU there",
+    ),
+    (
+        "image-target-gpu-unknown",
+        "a GPU of the target has no compat-db record: whether the image's torch runs on it is unknown",
+    ),
 ];
 
 /// Whether `code` is a known finding code.

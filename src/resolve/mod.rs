@@ -492,6 +492,8 @@ pub fn judge_installed(cat: &dyn Catalog, q: &Query, installed: &Installed) -> R
         torch: vec![rel],
     };
     let machine = Query {
+        // A CPU build is only offered when asked for; installed, it is what there is.
+        cuda: (tag == Variant::Cpu).then(|| (CudaAsk::Cpu, "installed".to_string())),
         gpus: q.gpus.clone(),
         driver: q.driver.clone(),
         nvcc: q.nvcc.clone(),

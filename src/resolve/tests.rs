@@ -505,3 +505,39 @@ fn index_thresholds() {
         Some((570, false))
     );
 }
+
+#[test]
+fn an_installed_build_is_judged_whatever_its_variant() {
+    let db = crate::db::Db::embedded().unwrap();
+    let h100 = GpuAsk {
+        gpu: db.gpu("H100 SXM").unwrap().clone(),
+        count: 1,
+    };
+    let machine = Query {
+        gpus: vec![h100],
+        driver: Some("550.54.14".parse().unwrap()),
+        ..Query::default()
+    };
+    let installed = |version: &str, cuda: Option<&str>| Installed {
+        version: version.into(),
+        cuda: cuda.map(str::to_string),
+        arch_list: Vec::new(),
+        python: "3.11".into(),
+    };
+    // A CPU build installed is what there is: judged, not refused as "not asked for".
+    let cpu = judge_installed(db, &machine, &installed("2.5.1+cpu", None)).unwrap();
+    assert_eq!(cpu.variant, crate::model::Variant::Cpu);
+    assert!(cpu.findings.iter().any(|f| f.code == "cpu-build"));
+    let cuda = judge_installed(db, &machine, &installed("2.5.1+cu124", Some("12.4"))).unwrap();
+    assert_eq!(cuda.status, Status::Compatible);
+    // On a machine found to have no GPU, the CUDA build fails and the CPU build does not.
+    let none = Query {
+        no_cuda_device: Some("no NVIDIA driver was found on this host".into()),
+        ..Query::default()
+    };
+    let cuda = judge_installed(db, &none, &installed("2.5.1+cu124", Some("12.4"))).unwrap();
+    assert_eq!(cuda.status, Status::Incompatible);
+    assert!(cuda.findings.iter().any(|f| f.code == "no-cuda-device"));
+    let cpu = judge_installed(db, &none, &installed("2.5.1", None)).unwrap();
+    assert_eq!(cpu.status, Status::Compatible);
+}

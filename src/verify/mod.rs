@@ -2,10 +2,17 @@
 //!
 //! Owns: reading an image from any of its sources (the local daemon's export stream, a
 //! registry through the distribution API, a `docker save` or OCI archive, an OCI
-//! directory) into `image`'s readers, and the judgement: consistency inside the image,
-//! claims (`--expect` or the tag's scheme), and the target (will the NVIDIA runtime start
-//! it; will its torch run, through the resolver). Must not: parse layers itself (that is
-//! `image`), talk to Docker but through `docker`, or print.
+//! directory) into `image`'s readers; the target a host describes ([`Target::from_host`]);
+//! and the judgement: claims (`--expect`, or each name's tag read by its scheme whatever
+//! the registry, NGC releases through compat-db's catalog), consistency inside the image
+//! (torch's CUDA against the libraries beside it, the CUDA wheels torch pins against what
+//! is installed and what the loader would find instead), and the target (will the NVIDIA
+//! runtime start it; will its torch run, through the resolver). Must not: parse layers
+//! itself (that is `image`), talk to Docker but through `docker`, probe the host, or print.
+//!
+//! A missing fact is never a pass: a claim with nothing to compare fails, a missing wheel
+//! with no copy the loader finds fails, a target without a driver or a GPU fails every
+//! CUDA build, and a verdict reached with no claim checked says so ([`Verification::covers`]).
 
 pub mod paths;
 
@@ -16,6 +23,7 @@ use serde::Serialize;
 
 use crate::db::{Db, ImageFamily};
 use crate::docker::{self, Engine};
+use crate::host::HostReport;
 use crate::image::claims::ClaimCheck;
 use crate::image::detect::{ImageFacts, LibOrigin};
 use crate::image::require::{GpuTarget, HostTarget, RequireOutcome, normalize_brand};
@@ -208,22 +216,124 @@ impl archive::BlobSource for RegistryBlobs<'_> {
 }
 
 /// The machine an image is meant for.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Target {
+    /// Where this came from (`this host`, `the target given`).
+    pub source: String,
     /// The driver.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub driver: Option<DriverVersion>,
     /// The driver's CUDA version, when the host reported it (else derived from the driver).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub driver_cuda: Option<CudaVersion>,
     /// The GPUs, with their brand where the host reported it.
+    #[serde(serialize_with = "gpu_names", skip_serializing_if = "Vec::is_empty")]
     pub gpus: Vec<(GpuAsk, Option<String>)>,
-    /// Where this came from (`--driver/--gpu`, `the host`).
-    pub source: String,
+    /// Why the host has no driver: none was found there, which is a fact about the host,
+    /// not a gap in what was asked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub no_driver: Option<String>,
+    /// Why the host shows no GPU, when it shows none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub no_gpu: Option<String>,
+    /// GPUs of the host that compat-db has no record of, as the host names them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unknown_gpus: Vec<String>,
+    /// The `GPUENV_*` overrides the host's facts went through (`GPUENV_DRIVER=535.104.05`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub overrides: Vec<String>,
+    /// How `--driver` and `--gpu` were read where not literally (a branch as its earliest
+    /// release, a name covering several GPUs).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub readings: Vec<crate::model::Reading>,
+}
+
+fn gpu_names<S: serde::Serializer>(gpus: &[(GpuAsk, Option<String>)], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(
+        gpus.iter()
+            .map(|(g, _)| format!("{}x {}", g.count.max(1), g.gpu.name)),
+    )
 }
 
 impl Target {
-    /// Whether anything is known.
+    /// Whether nothing is known: no target to judge.
     pub fn is_empty(&self) -> bool {
-        self.driver.is_none() && self.gpus.is_empty()
+        self.driver.is_none()
+            && self.gpus.is_empty()
+            && self.no_driver.is_none()
+            && self.no_gpu.is_none()
+            && self.unknown_gpus.is_empty()
+    }
+
+    /// The target a probed (or recorded) host describes: its driver and GPUs, what it
+    /// lacks of them and why, the GPUs compat-db does not know, and the overrides applied.
+    pub fn from_host(db: &Db, host: &HostReport) -> Target {
+        let (asks, unknown_gpus) = crate::judge::host_gpus(db, host);
+        let gpus = asks
+            .into_iter()
+            .map(|a| {
+                let brand = host
+                    .gpus
+                    .iter()
+                    .find(|g| db.gpu(&g.name).is_ok_and(|r| r.id == a.gpu.id))
+                    .and_then(|g| g.brand.clone());
+                (a, brand)
+            })
+            .collect();
+        Target {
+            source: "this host".into(),
+            driver: host.driver.as_ref().map(|d| d.value.clone()),
+            driver_cuda: host.driver_cuda.as_ref().map(|c| c.value.clone()),
+            gpus,
+            no_driver: host.driver.is_none().then(|| no_driver(host)),
+            no_gpu: host.gpus.is_empty().then(|| no_gpu(host)),
+            unknown_gpus,
+            overrides: host.overrides.clone(),
+            readings: Vec::new(),
+        }
+    }
+
+    /// What the target lacks of what a CUDA build needs, as a phrase (`no GPU (...)`);
+    /// `None` when no lack was found.
+    fn lacks(&self) -> Option<String> {
+        match (&self.no_driver, &self.no_gpu) {
+            (Some(d), Some(g)) => Some(format!("{d} and {g}")),
+            (Some(x), None) | (None, Some(x)) => Some(x.clone()),
+            (None, None) => None,
+        }
+    }
+}
+
+/// Why a host has no driver version, as a phrase.
+fn no_driver(host: &HostReport) -> String {
+    match &host.kernel_module {
+        Some(k) => format!(
+            "no user-space NVIDIA driver (the kernel module {} is loaded, but neither NVML nor nvidia-smi answers)",
+            k.value.version
+        ),
+        None => "no NVIDIA driver (no NVML, no nvidia-smi, no /proc/driver/nvidia/version)".into(),
+    }
+}
+
+/// Why a host shows no GPU, as a phrase.
+fn no_gpu(host: &HostReport) -> String {
+    use crate::host::SmiFailure;
+    match &host.gpu_failure {
+        Some(SmiFailure::DriverLibraryMismatch { .. }) => {
+            "no GPU it can use (nvidia-smi: \"Driver/library version mismatch\", a driver upgraded without a reboot)".into()
+        }
+        Some(SmiFailure::NoDriver) => {
+            "no GPU it can use (nvidia-smi cannot communicate with the NVIDIA driver: no kernel module is loaded)".into()
+        }
+        Some(SmiFailure::NoDevices) => "no GPU (the driver finds none)".into(),
+        Some(SmiFailure::Other { message }) => format!("no GPU it can list (nvidia-smi failed: {message})"),
+        Some(SmiFailure::NotFound) | None => match &host.kernel_module {
+            Some(k) => format!(
+                "no GPU it can list (the NVIDIA kernel module {} is loaded, but neither NVML nor nvidia-smi answers)",
+                k.value.version
+            ),
+            None => "no NVIDIA GPU (neither NVML nor nvidia-smi is there)".into(),
+        },
     }
 }
 
@@ -234,19 +344,27 @@ pub struct Verification {
     pub origin: Origin,
     /// What is in it.
     pub facts: ImageFacts,
-    /// The claims, each beside what was found.
+    /// The claims, each beside what was found and with where it came from.
     pub claims: Vec<ClaimCheck>,
     /// Where the claims came from.
     pub claims_source: Vec<String>,
+    /// How many claims were compared with something found in the image.
+    pub claims_checked: usize,
+    /// What the verdict covers: `claims` (when there were any), `consistency`, `target`
+    /// (when one was given). A pass says nothing of what is not listed.
+    pub covers: Vec<&'static str>,
     /// Findings, with the same codes as `query`.
     pub findings: Vec<Finding>,
+    /// The target judged: its facts, what it lacks, and the overrides behind them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target: Option<Target>,
     /// How the NVIDIA runtime would judge it on the target.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub require: Option<RequireOutcome>,
     /// Each torch of the image on the target, judged by the resolver.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub torch_on_target: Vec<Stack>,
-    /// A claim or the target check failed.
+    /// A claim, the image's consistency or the target check failed.
     pub failed: bool,
 }
 
@@ -265,23 +383,48 @@ fn finding(code: &'static str, severity: Severity, message: String) -> Finding {
     }
 }
 
-/// The claims a well-known tag makes; NGC releases are looked up in the database.
-pub fn tag_claims(db: &Db, name: &str) -> Option<Claims> {
-    let mut claims = crate::image::claims::from_tag(name)?;
-    if let Some(release) = claims.ngc_release.clone() {
-        let tag = format!("{release}-py3");
-        if let Some(rec) = db
-            .images
-            .iter()
-            .find(|i| i.family == ImageFamily::Ngc && i.tag.as_deref() == Some(&tag))
-        {
-            claims.torch = rec.torch.as_ref().map(|t| t.to_string());
-            claims.cuda = rec.cuda.as_ref().map(|c| format!("{}.{}", c.major(), c.minor()));
-            claims.python = rec.python.as_ref().map(|p| p.to_string());
-            claims.source = format!("{} (contents from compat-db image/{})", claims.source, rec.id);
-        }
+/// The claims a name's tag makes, or why it makes none (a phrase about the name). An NGC
+/// release is looked up in compat-db's catalog, which says what the release holds.
+pub fn tag_claims(db: &Db, name: &str) -> Result<Claims, String> {
+    let mut claims = crate::image::claims::read_tag(name)?;
+    let Some(release) = claims.ngc_release.clone() else {
+        return Ok(claims);
+    };
+    let tag = format!("{release}-py3");
+    let rec = db
+        .images
+        .iter()
+        .find(|i| i.family == ImageFamily::Ngc && i.tag.as_deref() == Some(&tag))
+        .ok_or_else(|| {
+            format!(
+                "`{name}` names NGC release {release}, which compat-db has no record of, so what it should hold is not known"
+            )
+        })?;
+    claims.torch = rec.torch.as_ref().map(|t| t.to_string());
+    claims.cuda = rec.cuda.as_ref().map(|c| format!("{}.{}", c.major(), c.minor()));
+    claims.python = rec.python.as_ref().map(|p| p.to_string());
+    if claims.torch.is_none() && claims.cuda.is_none() && claims.python.is_none() {
+        return Err(format!(
+            "compat-db's record image/{} of NGC release {release} names no torch, CUDA or Python to compare",
+            rec.id
+        ));
     }
-    (!claims.is_empty()).then_some(claims)
+    let unverified: Vec<&str> = ["torch", "cuda", "python"]
+        .into_iter()
+        .filter(|k| rec.unverified.iter().any(|u| u == k))
+        .collect();
+    claims.source = format!(
+        "catalog {}:{tag} (compat-db image/{}{}), for {}",
+        rec.repository,
+        rec.id,
+        if unverified.is_empty() {
+            String::new()
+        } else {
+            format!("; unverified there: {}", unverified.join(", "))
+        },
+        claims.source
+    );
+    Ok(claims)
 }
 
 /// The lowest CUDA version of a driver that an `NVIDIA_REQUIRE_CUDA` lets start: the
@@ -317,7 +460,18 @@ fn require_floor(ix: &Index<'_>, expr: &str) -> Option<CudaVersion> {
     floor
 }
 
-/// Judges what an image holds.
+/// `x86_64` for `amd64`: how PEP 508 markers name the machine.
+pub(crate) fn machine(architecture: Option<&str>) -> &'static str {
+    match architecture {
+        Some("arm64") => "aarch64",
+        Some("ppc64le") => "ppc64le",
+        Some("s390x") => "s390x",
+        _ => "x86_64",
+    }
+}
+
+/// Judges what an image holds: its claims (`expect`, and with `infer` its names' tags),
+/// its consistency, and the target when one is given.
 pub fn judge(
     db: &Db,
     image: &archive::Image,
@@ -330,18 +484,123 @@ pub fn judge(
     let ix = Index::new(db);
     let mut findings = Vec::new();
 
-    // Claims: what was asked, and what the tag says.
-    let mut claim_sets: Vec<Claims> = expect.into_iter().collect();
+    let expected = expect.is_some();
+    let (claims, claims_source) = judge_claims(db, &facts, &origin, expect, infer, &mut findings);
+    judge_consistency(&ix, &facts, &mut findings);
+    judge_wheels(image, &facts, &mut findings);
+    let (require, torch_on_target) = if target.is_empty() {
+        (None, Vec::new())
+    } else {
+        judge_target(db, &ix, &facts, target, &mut findings)
+    };
+
+    let mut covers = Vec::new();
+    if !claims.is_empty() {
+        covers.push("claims");
+    }
+    covers.push("consistency");
+    if !target.is_empty() {
+        covers.push("target");
+    }
+    if claims.is_empty() {
+        let why = if expected {
+            "--expect named nothing detection can compare".to_string()
+        } else if !infer {
+            "no --expect, and --no-infer".to_string()
+        } else if origin.names.is_empty() {
+            "no --expect, and the image carries no name whose tag could say what it holds".to_string()
+        } else {
+            let mut why: Vec<String> = origin
+                .names
+                .iter()
+                .filter_map(|n| tag_claims(db, n).err())
+                .collect();
+            why.dedup();
+            format!("no --expect, and {}", why.join("; "))
+        };
+        findings.push(finding(
+            "image-claims-none",
+            Severity::Warning,
+            format!(
+                "no claim was checked ({why}): a pass covers {} only; --expect torch=X,cuda=Y says what to check",
+                if target.is_empty() {
+                    "consistency"
+                } else {
+                    "consistency and the target"
+                }
+            ),
+        ));
+    }
+    let claims_checked = claims.iter().filter(|c| c.matches.is_some()).count();
+    let failed = claims.iter().any(|c| c.matches != Some(true))
+        || findings.iter().any(|f| f.severity == Severity::Incompatible)
+        || require.as_ref().is_some_and(|r| !r.satisfied && !r.disabled)
+        || torch_on_target.iter().any(|s| s.status == Status::Incompatible);
+    findings.sort_by_key(|f| std::cmp::Reverse(f.severity));
+    Verification {
+        origin,
+        facts,
+        claims,
+        claims_source,
+        claims_checked,
+        covers,
+        findings,
+        target: (!target.is_empty()).then(|| target.clone()),
+        require,
+        torch_on_target,
+        failed,
+    }
+}
+
+/// The image's names, the one the user typed first: of two names making the same claims
+/// (a mirror's and the original's), the one given is the source reported.
+fn names_typed_first(origin: &Origin) -> Vec<&String> {
+    let typed = origin
+        .reference
+        .strip_prefix("docker-daemon:")
+        .or_else(|| origin.reference.strip_prefix("docker://"))
+        .unwrap_or(&origin.reference);
+    let typed = crate::image::RegistryRef::parse(typed).ok();
+    let mut names: Vec<&String> = origin.names.iter().collect();
+    names.sort_by_key(|n| typed.is_none() || crate::image::RegistryRef::parse(n).ok() != typed);
+    names
+}
+
+/// The claims (`--expect`, then each name's tag), each beside what was found. A claim
+/// whose component the image shows no trace of fails: a missing fact is never a pass.
+fn judge_claims(
+    db: &Db,
+    facts: &ImageFacts,
+    origin: &Origin,
+    expect: Option<Claims>,
+    infer: bool,
+    findings: &mut Vec<Finding>,
+) -> (Vec<ClaimCheck>, Vec<String>) {
+    let mut sets: Vec<Claims> = expect.into_iter().collect();
     if infer {
-        if let Some(c) = origin.names.iter().find_map(|n| tag_claims(db, n)) {
-            claim_sets.push(c);
+        for name in names_typed_first(origin) {
+            // A mirror's name and the original's make the same claims: checked once.
+            if let Ok(c) = tag_claims(db, name) {
+                let same = |s: &Claims| {
+                    Claims {
+                        source: String::new(),
+                        ..s.clone()
+                    } == Claims {
+                        source: String::new(),
+                        ..c.clone()
+                    }
+                };
+                if !sets.iter().any(same) {
+                    sets.push(c);
+                }
+            }
         }
     }
     let mut claims = Vec::new();
-    let mut claims_source = Vec::new();
-    for set in &claim_sets {
-        claims_source.push(set.source.clone());
-        for check in set.compare(&facts) {
+    let mut sources = Vec::new();
+    for set in &sets {
+        sources.push(set.source.clone());
+        for check in set.compare(facts) {
             let found: Vec<String> = check
                 .found
                 .iter()
@@ -356,14 +615,18 @@ pub fn judge(
                         set.source,
                         check.component,
                         check.claimed,
-                        found.join(", ")
+                        if found.is_empty() {
+                            format!("no {}", check.component)
+                        } else {
+                            found.join(", ")
+                        }
                     ),
                 )),
                 None => findings.push(finding(
                     "image-claim-unchecked",
-                    Severity::Warning,
+                    Severity::Incompatible,
                     format!(
-                        "{} claims {} {}, but no {} was found to compare",
+                        "{} claims {} {}, but the image shows no trace of {}: the claim cannot be confirmed",
                         set.source, check.component, check.claimed, check.component
                     ),
                 )),
@@ -372,8 +635,12 @@ pub fn judge(
             claims.push(check);
         }
     }
+    (claims, sources)
+}
 
-    // Inside the image.
+/// Inside the image: torch's CUDA against the runtimes beside it, two cuDNNs, and what
+/// `NVIDIA_REQUIRE_CUDA` lets start against what torch needs.
+fn judge_consistency(ix: &Index<'_>, facts: &ImageFacts, findings: &mut Vec<Finding>) {
     if facts.torch.is_empty() {
         findings.push(finding(
             "image-no-torch",
@@ -469,7 +736,7 @@ pub fn judge(
             .iter()
             .filter(|r| r.source.contains("NVIDIA_REQUIRE_CUDA"))
         {
-            if let Some(floor) = require_floor(&ix, &req.value) {
+            if let Some(floor) = require_floor(ix, &req.value) {
                 if floor.major() < tc.major()
                     || (floor.major() == tc.major()
                         && ix.line(&tc).and_then(|l| l.floor.clone()).is_none()
@@ -486,11 +753,176 @@ pub fn judge(
             }
         }
     }
+}
 
-    // The target.
+/// The `nvidia-*` wheels each torch pins (for this image's machine and torch's Python)
+/// against what is installed for that Python; a missing one against the copies of its
+/// libraries the loader would find instead (see [`crate::image::cudalibs`]).
+fn judge_wheels(image: &archive::Image, facts: &ImageFacts, findings: &mut Vec<Finding>) {
+    use crate::image::cudalibs::{stand_ins, wheel_sonames};
+    let machine = machine(image.config.architecture.as_deref());
+    let ld_library_path = image.config.env_var("LD_LIBRARY_PATH");
+    for t in &facts.torch {
+        let version = t.version_str().unwrap_or("?");
+        // The Python torch belongs to: every site directory of it is on its sys.path, and
+        // torch's fallback loader looks for the wheels' libraries along sys.path.
+        let owner = facts
+            .pythons
+            .iter()
+            .find(|p| p.site_packages.contains(&t.site_packages));
+        let python = t
+            .python
+            .clone()
+            .or_else(|| owner.map(|p| p.version.trim_end_matches('t').to_string()));
+        let sites: Vec<&String> = match owner {
+            Some(p) => p.site_packages.iter().collect(),
+            None => vec![&t.site_packages],
+        };
+        for pin in t.pins.iter().filter(|p| p.name.starts_with("nvidia-")) {
+            if !crate::model::pep508::linux_marker_may_hold(pin.marker.as_deref(), machine, python.as_deref())
+            {
+                continue;
+            }
+            let installed = facts
+                .packages
+                .iter()
+                .any(|p| p.name == pin.name && sites.contains(&&p.site_packages));
+            if installed {
+                continue;
+            }
+            let pinned = format!("{}{}", pin.name, pin.specifier);
+            let head = format!(
+                "torch {version} pins {pinned}, which is not installed in {}",
+                t.site_packages
+            );
+            let Some(sonames) = wheel_sonames(&pin.name, &pin.specifier) else {
+                findings.push(finding(
+                    "image-torch-wheel-missing",
+                    Severity::Incompatible,
+                    format!(
+                        "{head}, and gpuenv does not know which library it brings, so no copy of it could be looked for: what torch needs of it is missing"
+                    ),
+                ));
+                continue;
+            };
+            if image.layout == crate::image::archive::Layout::ContainerPaths {
+                // The read by paths falls back to every layer for a missing pinned wheel, so
+                // this is only reached by a layout it did not foresee.
+                findings.push(finding(
+                    "image-torch-wheel-missing",
+                    Severity::Incompatible,
+                    format!(
+                        "{head}; a read by paths cannot look for a system {} torch would load instead: --full reads every layer",
+                        sonames.join(" or ")
+                    ),
+                ));
+                continue;
+            }
+            let mut found = Vec::new();
+            let mut missing = Vec::new();
+            for soname in &sonames {
+                match stand_ins(&image.fs, soname, &t.site_packages, ld_library_path)
+                    .into_iter()
+                    .next()
+                {
+                    Some(copy) => found.push(format!("{} ({})", copy.path, copy.place.describe())),
+                    None => missing.push(soname.as_str()),
+                }
+            }
+            if missing.is_empty() {
+                findings.push(finding(
+                    "image-torch-wheel-stand-in",
+                    Severity::Warning,
+                    format!(
+                        "{head}; the loader finds {} and torch loads that instead of the build it was released with",
+                        found.join(" and ")
+                    ),
+                ));
+            } else {
+                findings.push(finding(
+                    "image-torch-wheel-missing",
+                    Severity::Incompatible,
+                    format!(
+                        "{head}, and no {} is where the loader looks (the wheel's directory, torch/lib, LD_LIBRARY_PATH, the system library directories, the CUDA toolkit's lib64): `import torch` fails",
+                        missing.join(" or ")
+                    ),
+                ));
+            }
+        }
+    }
+}
+
+/// The CUDA an image is built on, with where that was read, when it shows any.
+fn image_cuda(facts: &ImageFacts) -> Option<(String, String)> {
+    facts
+        .env
+        .cuda_version
+        .as_ref()
+        .map(|v| (v.value.to_string(), v.source.clone()))
+        .or_else(|| {
+            facts.cuda_toolkits.iter().find_map(|k| {
+                k.version
+                    .as_ref()
+                    .map(|v| (v.value.to_string(), v.source.clone()))
+            })
+        })
+        .or_else(|| {
+            facts.cudart.first().map(|l| {
+                (
+                    l.version.clone().unwrap_or_else(|| "?".into()),
+                    format!("file name {}", l.path),
+                )
+            })
+        })
+}
+
+/// The target: whether the NVIDIA runtime starts the image there, and whether each torch
+/// runs there. A target without a driver or a GPU fails every CUDA build; one with a GPU
+/// compat-db does not know cannot confirm one.
+fn judge_target(
+    db: &Db,
+    ix: &Index<'_>,
+    facts: &ImageFacts,
+    target: &Target,
+    findings: &mut Vec<Finding>,
+) -> (Option<RequireOutcome>, Vec<Stack>) {
+    let on = &target.source;
+    let lacks = target.lacks();
     let mut require = None;
-    let mut torch_on_target = Vec::new();
-    if !target.is_empty() {
+    if let Some(lacks) = &lacks {
+        // Nothing to hold NVIDIA_REQUIRE_* against, and nothing for CUDA to run on.
+        for t in &facts.torch {
+            let version = t.version_str().unwrap_or("?");
+            if t.cpu_only {
+                findings.push(finding(
+                    "cpu-build",
+                    Severity::Info,
+                    format!("torch {version} is a CPU build: it runs on {on} without a GPU"),
+                ));
+            } else {
+                let build = match &t.cuda {
+                    Some(c) => format!("a CUDA {} build", c.value),
+                    None => "not known to be a CPU build (its version.py says no CUDA version)".into(),
+                };
+                findings.push(finding(
+                    "image-target-no-gpu",
+                    Severity::Incompatible,
+                    format!("torch {version} is {build}, but {on} has {lacks}: it cannot use a GPU there"),
+                ));
+            }
+        }
+        if facts.torch.is_empty() {
+            if let Some((cuda, source)) = image_cuda(facts) {
+                findings.push(finding(
+                    "image-target-no-gpu",
+                    Severity::Incompatible,
+                    format!(
+                        "the image is built on CUDA {cuda} ({source}), but {on} has {lacks}: nothing in it can use a GPU there"
+                    ),
+                ));
+            }
+        }
+    } else {
         let driver_cuda = target
             .driver_cuda
             .clone()
@@ -526,7 +958,7 @@ pub fn judge(
             findings.push(finding(
                 "image-starts",
                 Severity::Info,
-                format!("the NVIDIA runtime starts it on {}", target.source),
+                format!("the NVIDIA runtime starts it on {on}"),
             ));
         } else {
             for c in outcome.failing() {
@@ -534,8 +966,7 @@ pub fn judge(
                     "image-will-not-start",
                     Severity::Incompatible,
                     format!(
-                        "the NVIDIA runtime refuses it on {}: {} ({}); {}",
-                        target.source,
+                        "the NVIDIA runtime refuses it on {on}: {} ({}); {}",
                         c.message.as_deref().unwrap_or("requirement error"),
                         c.variable,
                         if c.failing.is_empty() {
@@ -548,46 +979,45 @@ pub fn judge(
             }
         }
         require = Some(outcome);
-        let q = Query {
-            gpus: target.gpus.iter().map(|(g, _)| g.clone()).collect(),
-            driver: target.driver.clone(),
-            ..Query::default()
-        };
-        for t in &facts.torch {
-            let Some(version) = t.version_str() else { continue };
-            let python = t
-                .python
-                .clone()
-                .or_else(|| facts.pythons.first().map(|p| p.version.clone()))
-                .unwrap_or_else(|| "3.11".into());
-            let installed = Installed {
-                version: version.to_string(),
-                cuda: t.cuda.as_ref().map(|c| c.value.clone()),
-                arch_list: Vec::new(),
-                python,
-            };
-            if let Ok(stack) = judge_installed(db, &q, &installed) {
-                torch_on_target.push(stack);
+        if !target.unknown_gpus.is_empty() {
+            for t in facts.torch.iter().filter(|t| !t.cpu_only) {
+                findings.push(finding(
+                    "image-target-gpu-unknown",
+                    Severity::Incompatible,
+                    format!(
+                        "{on} has {}, which compat-db has no record of: whether torch {}'s kernels run there is not known",
+                        target.unknown_gpus.join(", "),
+                        t.version_str().unwrap_or("?")
+                    ),
+                ));
             }
         }
     }
-    let failed = claims.iter().any(|c| c.matches == Some(false))
-        || require.as_ref().is_some_and(|r| !r.satisfied && !r.disabled)
-        || torch_on_target.iter().any(|s| s.status == Status::Incompatible)
-        || findings
-            .iter()
-            .any(|f| f.code == "image-torch-cuda-libs-mismatch");
-    findings.sort_by_key(|f| std::cmp::Reverse(f.severity));
-    Verification {
-        origin,
-        facts,
-        claims,
-        claims_source,
-        findings,
-        require,
-        torch_on_target,
-        failed,
+    let q = Query {
+        gpus: target.gpus.iter().map(|(g, _)| g.clone()).collect(),
+        driver: target.driver.clone(),
+        ..Query::default()
+    };
+    let mut torch_on_target = Vec::new();
+    // Without a driver or a GPU only a CPU build has anything left to judge.
+    for t in facts.torch.iter().filter(|t| lacks.is_none() || t.cpu_only) {
+        let Some(version) = t.version_str() else { continue };
+        let python = t
+            .python
+            .clone()
+            .or_else(|| facts.pythons.first().map(|p| p.version.clone()))
+            .unwrap_or_else(|| "3.11".into());
+        let installed = Installed {
+            version: version.to_string(),
+            cuda: t.cuda.as_ref().map(|c| c.value.clone()),
+            arch_list: Vec::new(),
+            python,
+        };
+        if let Ok(stack) = judge_installed(db, &q, &installed) {
+            torch_on_target.push(stack);
+        }
     }
+    (require, torch_on_target)
 }
 
 /// The brand libnvidia-container sees when the host does not say: data-center boards

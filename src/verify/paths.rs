@@ -32,9 +32,12 @@
 //!
 //! Whole layers are read instead ([`Outcome::NeedsLayers`]) when what is found says the
 //! layout is not the standard one: torch without its `dist-info` where pip puts it, a
-//! package torch pins exactly that is not installed at that version (replaced, or
-//! shadowed by another install: the very hazards verify looks for), a fetched directory
-//! too large. What this read cannot see by design: torch or libraries outside the
+//! package torch pins exactly that is not installed at that version (missing, replaced,
+//! or shadowed by another install: the very hazards verify looks for, and a missing CUDA
+//! wheel needs every layer to find a system copy torch would load instead), an `nvidia-*`
+//! package torch requires without one exact version (its `dist-info` has no name to ask
+//! for), a fetched directory too large. Markers are evaluated for the image's machine and
+//! the site directory's Python. What this read cannot see by design: torch or libraries outside the
 //! standard prefixes, and `nvidia-*` wheels torch does not pin; `--full` reads every layer.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -50,7 +53,7 @@ use crate::image::pyfiles;
 use crate::image::tar::Kind;
 use crate::model::pep508;
 
-use super::VerifyError;
+use super::{VerifyError, machine};
 
 /// The most bytes one fetched path may bring back (a `conda-meta` directory, a
 /// `dist-info` with its `RECORD`); past it, the layers are read instead.
@@ -238,16 +241,6 @@ fn triple(architecture: Option<&str>) -> &'static str {
     }
 }
 
-/// `x86_64` for `amd64`: how PEP 508 markers name the machine.
-fn machine(architecture: Option<&str>) -> &'static str {
-    match architecture {
-        Some("arm64") => "aarch64",
-        Some("ppc64le") => "ppc64le",
-        Some("s390x") => "s390x",
-        _ => "x86_64",
-    }
-}
-
 /// Where Pythons may live: the standard prefixes and what the environment names.
 fn prefixes(config: &ImageConfig) -> Vec<String> {
     let mut out: Vec<String> = ["/usr", "/usr/local", "/opt/conda"].map(String::from).to_vec();
@@ -295,15 +288,6 @@ fn python_dir_version(base: &str) -> Option<String> {
     let digits = rest.strip_suffix('t').unwrap_or(rest);
     (!digits.is_empty() && digits.len() <= 3 && digits.bytes().all(|b| b.is_ascii_digit()))
         .then(|| format!("3.{rest}"))
-}
-
-/// Whether a pin's marker may hold on this machine: markers that name another machine do
-/// not; anything else is taken to hold (a missing package is then looked for in layers).
-fn marker_may_hold(marker: Option<&str>, machine: &str) -> bool {
-    match marker {
-        Some(m) if m.contains("platform_machine") => m.contains(machine),
-        _ => true,
-    }
 }
 
 impl Reader<'_, '_> {
@@ -531,7 +515,14 @@ impl Reader<'_, '_> {
                     "torch {version} in /{site} has no metadata at /{site}/torch-{version}.dist-info"
                 )));
             };
-            for (name, exact) in exact_pins(&text, machine) {
+            let pins = pinned(&text, machine, site_python(site).as_deref());
+            if let Some((name, spec)) = pins.inexact.first() {
+                return Err(Stop::Layers(format!(
+                    "torch {version} in /{site} requires {name}{spec}, not one exact version, \
+                     so its dist-info cannot be asked for by name"
+                )));
+            }
+            for (name, exact) in pins.exact {
                 let dir = format!("{site}/{}-{exact}.dist-info", name.replace('-', "_"));
                 expected.push((gets.len(), dir.clone(), name.clone(), exact.clone()));
                 gets.push(abs(&dir));
@@ -665,10 +656,21 @@ fn local_and_public(version: &str) -> Vec<String> {
     }
 }
 
-/// The `nvidia-*`, `cuda-*` and triton requirements of a torch `METADATA` pinned to one
-/// version (`==`) whose marker may hold on `machine`, as (normalized name, version).
-fn exact_pins(metadata: &str, machine: &str) -> Vec<(String, String)> {
-    let mut out = Vec::new();
+/// The requirements of a torch `METADATA` that a read by paths must find: the
+/// `nvidia-*`, `cuda-*` and triton ones whose marker may hold on `machine` with `python`.
+struct Pinned {
+    /// Those pinned to one version (`==`), as (normalized name, version).
+    exact: Vec<(String, String)>,
+    /// `nvidia-*` ones pinned otherwise (a range, nothing, a URL), as (name, specifier):
+    /// their `dist-info` cannot be asked for by name.
+    inexact: Vec<(String, String)>,
+}
+
+fn pinned(metadata: &str, machine: &str, python: Option<&str>) -> Pinned {
+    let mut out = Pinned {
+        exact: Vec::new(),
+        inexact: Vec::new(),
+    };
     for line in pyfiles::parse_metadata(metadata).requires_dist {
         let Ok(req) = pep508::parse_requirement(&line) else {
             continue;
@@ -678,19 +680,42 @@ fn exact_pins(metadata: &str, machine: &str) -> Vec<(String, String)> {
             .iter()
             .any(|p| name.starts_with(p));
         let marker = req.marker.try_to_string();
-        if !tracked || line.contains("extra ==") || !marker_may_hold(marker.as_deref(), machine) {
+        if !tracked || !pep508::linux_marker_may_hold(marker.as_deref(), machine, python) {
             continue;
         }
-        let Some(pep508_rs::VersionOrUrl::VersionSpecifier(specs)) = &req.version_or_url else {
-            continue;
-        };
-        if let [one] = specs.iter().collect::<Vec<_>>().as_slice() {
-            if *one.operator() == pep508_rs::pep440_rs::Operator::Equal {
-                out.push((name, one.version().to_string()));
+        let exact = match &req.version_or_url {
+            Some(pep508_rs::VersionOrUrl::VersionSpecifier(specs)) => {
+                match specs.iter().collect::<Vec<_>>().as_slice() {
+                    [one] if *one.operator() == pep508_rs::pep440_rs::Operator::Equal => {
+                        Some(one.version().to_string())
+                    }
+                    _ => None,
+                }
             }
+            _ => None,
+        };
+        match exact {
+            Some(version) => out.exact.push((name, version)),
+            None if name.starts_with("nvidia-") => {
+                let spec = match &req.version_or_url {
+                    Some(pep508_rs::VersionOrUrl::VersionSpecifier(specs)) => specs.to_string(),
+                    Some(pep508_rs::VersionOrUrl::Url(url)) => format!(" @ {url}"),
+                    None => String::new(),
+                };
+                out.inexact.push((name, spec));
+            }
+            None => {}
         }
     }
     out
+}
+
+/// The Python minor of a site directory (`usr/local/lib/python3.11/site-packages` →
+/// `3.11`; free-threaded `python3.13t` → `3.13`); `None` for Debian's `python3`.
+fn site_python(site: &str) -> Option<String> {
+    let dir = site.rsplit('/').nth(1)?;
+    let version = python_dir_version(dir)?;
+    Some(version.trim_end_matches('t').to_string())
 }
 
 #[cfg(test)]
@@ -723,16 +748,52 @@ mod tests {
     }
 
     #[test]
-    fn python_versions_and_markers() {
+    fn python_versions_of_directories() {
         assert_eq!(python_dir_version("python3.11").as_deref(), Some("3.11"));
         assert_eq!(python_dir_version("python3.13t").as_deref(), Some("3.13t"));
         assert_eq!(python_dir_version("python3"), None);
         assert_eq!(python_dir_version("python3.x"), None);
-        let x86 = "platform_system == \"Linux\" and platform_machine == \"x86_64\"";
-        assert!(marker_may_hold(Some(x86), "x86_64"));
-        assert!(!marker_may_hold(Some(x86), "aarch64"));
-        assert!(marker_may_hold(Some("python_version < \"3.13\""), "aarch64"));
-        assert!(marker_may_hold(None, "aarch64"));
+        assert_eq!(
+            site_python("usr/local/lib/python3.11/site-packages").as_deref(),
+            Some("3.11")
+        );
+        assert_eq!(
+            site_python("opt/venv/lib/python3.13t/site-packages").as_deref(),
+            Some("3.13")
+        );
+        assert_eq!(site_python("usr/lib/python3/dist-packages"), None);
+    }
+
+    #[test]
+    fn what_torch_pins_is_asked_for_by_name_or_read_from_layers() {
+        let metadata = "Name: torch\nVersion: 2.9.0\n\
+            Requires-Dist: nvidia-cudnn-cu12==9.10.2.21; platform_system == \"Linux\" and platform_machine == \"x86_64\"\n\
+            Requires-Dist: nvidia-cublas-cu12==12.8.4.1; platform_machine != \"aarch64\"\n\
+            Requires-Dist: triton==3.5.0; platform_system == \"Linux\" and python_version < \"3.14\"\n\
+            Requires-Dist: nvidia-nccl-cu12>=2.27; platform_system == \"Linux\" and platform_machine == \"aarch64\"\n\
+            Requires-Dist: cuda-bindings<14,>=13.0.3\n\
+            Requires-Dist: nvidia-ml-py; extra == \"monitor\"\n\
+            Requires-Dist: filelock\n\n";
+        let x86 = pinned(metadata, "x86_64", Some("3.12"));
+        let names: Vec<&str> = x86.exact.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["nvidia-cudnn-cu12", "nvidia-cublas-cu12", "triton"]);
+        assert!(x86.inexact.is_empty(), "{:?}", x86.inexact);
+        // On Python 3.14 triton's marker fails; on aarch64 the nccl range applies.
+        let names: Vec<String> = pinned(metadata, "x86_64", Some("3.14"))
+            .exact
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
+        assert_eq!(names, ["nvidia-cudnn-cu12", "nvidia-cublas-cu12"]);
+        let arm = pinned(metadata, "aarch64", None);
+        assert_eq!(
+            arm.exact.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(),
+            ["triton"]
+        );
+        assert_eq!(
+            arm.inexact,
+            [("nvidia-nccl-cu12".to_string(), ">=2.27".to_string())]
+        );
     }
 
     #[test]

@@ -352,6 +352,11 @@ fn compat_lib(json: &str) -> Vec<u8> {
 
 /// An NGC-style image in the Docker 25+ `docker save` layout.
 pub fn ngc_image() -> Vec<u8> {
+    ngc_image_named("nvcr.io/nvidia/pytorch:25.01-py3")
+}
+
+/// [`ngc_image`] under another name (a mirror's).
+pub fn ngc_image_named(name: &str) -> Vec<u8> {
     let sp = "usr/local/lib/python3.12/dist-packages";
     let base = layer(&[
         E::File("usr/lib/os-release", UBUNTU_2404),
@@ -400,7 +405,7 @@ pub fn ngc_image() -> Vec<u8> {
         user: Some(""),
         ..Default::default()
     };
-    docker_save_oci("nvcr.io/nvidia/pytorch:25.01-py3", &c, &[base, cuda, torch])
+    docker_save_oci(name, &c, &[base, cuda, torch])
 }
 
 #[test]

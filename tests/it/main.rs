@@ -15,3 +15,4 @@ mod show;
 mod stats;
 mod support;
 mod verify;
+mod verify_trust;

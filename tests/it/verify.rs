@@ -341,6 +341,41 @@ fn shadowed_cudnn() -> Vec<u8> {
     )
 }
 
+/// torch pins cuDNN and cuBLAS wheels that are not installed; a system cuDNN 9 stands in
+/// for the one, nothing for the other.
+fn missing_cuda_wheels() -> Vec<u8> {
+    let sp = "usr/local/lib/python3.11/site-packages";
+    let py = layer(&[
+        E::File("usr/lib/os-release", UBUNTU_2204),
+        E::File("usr/local/bin/python3.11", b"\x7fELF"),
+        E::Symlink("usr/local/bin/python3", "python3.11"),
+        E::File("usr/local/lib/python3.11/os.py", b"# os"),
+        E::File(
+            &format!("{sp}/torch/version.py"),
+            &version_py("2.4.1+cu124", Some("12.4")),
+        ),
+        E::File(
+            &format!("{sp}/torch-2.4.1+cu124.dist-info/METADATA"),
+            &torch_metadata(
+                "2.4.1+cu124",
+                &["nvidia-cudnn-cu12==9.1.0.70", "nvidia-cublas-cu12==12.4.2.65"],
+            ),
+        ),
+        E::File("usr/lib/x86_64-linux-gnu/libcudnn.so.9.1.0", b"\x7fELF"),
+        E::Symlink("usr/lib/x86_64-linux-gnu/libcudnn.so.9", "libcudnn.so.9.1.0"),
+    ]);
+    let c = Config {
+        env: vec!["PATH=/usr/local/bin:/usr/bin:/bin"],
+        ..Default::default()
+    };
+    docker_save_legacy(
+        "gpuenv-test/verify-missing-wheels:1",
+        &c,
+        &[base_layer(), py],
+        false,
+    )
+}
+
 /// A local image is read by paths through a never-started container, not exported; what
 /// it finds is what reading every layer finds. Where the layout calls for the layers
 /// (torch without metadata, a pinned wheel at another version), they are read.
@@ -353,7 +388,7 @@ fn local_images_read_by_paths_agree_with_every_layer() {
     let _guard = daemon::lock();
     let engine = daemon::engine();
     let dir = tempfile::tempdir().unwrap();
-    let cases: [(&str, Vec<u8>, &str, Option<&str>); 5] = [
+    let cases: [(&str, Vec<u8>, &str, Option<&str>); 6] = [
         (
             "pytorch/pytorch:2.8.0-cuda12.8-cudnn9-runtime",
             lying_pytorch_image(false),
@@ -383,6 +418,15 @@ fn local_images_read_by_paths_agree_with_every_layer() {
         (
             "gpuenv-test/verify-shadowed:1",
             shadowed_cudnn(),
+            "layers",
+            Some(
+                "torch pins nvidia-cudnn-cu12==9.1.0.70, but /usr/local/lib/python3.11/site-packages/nvidia_cudnn_cu12-9.1.0.70.dist-info is not there",
+            ),
+        ),
+        // A missing CUDA wheel: every layer is read, so the loader's directories are seen.
+        (
+            "gpuenv-test/verify-missing-wheels:1",
+            missing_cuda_wheels(),
             "layers",
             Some(
                 "torch pins nvidia-cudnn-cu12==9.1.0.70, but /usr/local/lib/python3.11/site-packages/nvidia_cudnn_cu12-9.1.0.70.dist-info is not there",
@@ -428,6 +472,17 @@ fn local_images_read_by_paths_agree_with_every_layer() {
         assert_eq!(full["origin"]["read"], "layers");
         assert_eq!(facts_of(&from_archive), facts_of(&full), "{name}");
         assert_eq!(codes(&from_archive), codes(&by_paths), "{name}");
+        if name.contains("missing-wheels") {
+            let codes = codes(&by_paths);
+            assert!(
+                codes.contains(&"image-torch-wheel-missing".to_string()),
+                "{codes:?}"
+            );
+            assert!(
+                codes.contains(&"image-torch-wheel-stand-in".to_string()),
+                "{codes:?}"
+            );
+        }
         if name.contains("reinstalled") {
             let torch = by_paths["facts"]["torch"].as_array().unwrap();
             assert_eq!(torch.len(), 1, "{torch:#?}");
@@ -481,9 +536,34 @@ fn the_three_sources_agree() {
     pushed.add(&remote, &digest);
     let (_, from_registry) = verify(&[&format!("docker://{remote}"), "--no-infer"]);
 
+    // Under a mirror's namespace, in the registry and in the daemon, the tag's claims are
+    // read all the same, and say where they came from.
+    let mirrored = format!(
+        "{registry}/gpuenv-test-{}/pytorch:2.8.0-cuda12.8-cudnn9-runtime",
+        std::process::id()
+    );
+    let mirrored_ref = Reference::parse(&mirrored).unwrap();
+    engine.tag(&local, &mirrored_ref).unwrap();
+    let digest2 = engine
+        .push(&mirrored_ref, None, &mut |_| {})
+        .unwrap()
+        .unwrap_or_default();
+    pushed.add(&mirrored, &digest2);
+    let want = format!(
+        "tag 2.8.0-cuda12.8-cudnn9-runtime of {} (pytorch/pytorch scheme)",
+        mirrored.rsplit_once(':').unwrap().0
+    );
+    for source in [format!("docker://{mirrored}"), mirrored.clone()] {
+        let (code, doc) = verify(&[&source]);
+        assert_eq!(code, 1, "{source}: {:#}", doc["findings"]);
+        assert_eq!(doc["claims_source"], serde_json::json!([want]), "{source}");
+        assert_eq!(doc["claims"][0]["source"], want.as_str(), "{source}");
+    }
+
     for name in [
         &local,
         &remote,
+        &mirrored,
         &"pytorch/pytorch:2.8.0-cuda12.8-cudnn9-runtime".to_string(),
     ] {
         let _ = engine.remove(name, true);
