@@ -845,6 +845,18 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// Any text, read as GPUs or as a name of any kind, gives an answer or an error.
+        #[test]
+        fn any_text_reads_without_panic(text in "\\PC{0,30}") {
+            let _ = db().gpus_written(&text);
+            let _ = db().driver_written(&text);
+            for kind in [Kind::Gpu, Kind::Cuda, Kind::Cudnn, Kind::Torch, Kind::Driver, Kind::Python, Kind::Image] {
+                let _ = db().find(kind, &text);
+            }
+        }
+    }
+
     #[test]
     fn unknown_names_suggest_and_never_panic() {
         let e = db().gpu("H1000").unwrap_err();

@@ -120,4 +120,50 @@ proptest! {
         let date: PartialDate = s.parse().unwrap();
         prop_assert_eq!(date.to_string(), s);
     }
+
+    /// What people type never panics a reader, whatever the characters.
+    #[test]
+    fn written_values_never_panic(text in "\\PC{0,24}", digits in "[0-9x×*卡R. ,<>=!]{0,12}") {
+        for t in [&text, &digits] {
+            let _ = count_candidates(t);
+            let _ = t.parse::<DriverInput>();
+            let _ = t.parse::<DriverReq>();
+            for of in [SeriesOf::Torch, SeriesOf::Python, SeriesOf::Cuda] {
+                let _ = read_series(of, t);
+            }
+        }
+    }
+
+    /// A count and a name, in any of the written forms, read back as the same pair.
+    #[test]
+    fn counts_read_back(n in 1u32..=1024, form in 0usize..8) {
+        let text = match form {
+            0 => format!("{n}x H800"),
+            1 => format!("{n} x H800"),
+            2 => format!("H800x{n}"),
+            3 => format!("H800 x {n}"),
+            4 => format!("{n}*H800"),
+            5 => format!("H800*{n}"),
+            6 => format!("{n}×H800"),
+            _ => format!("{n}卡 H800"),
+        };
+        let found: Vec<(String, u32)> = count_candidates(&text).into_iter().filter_map(Result::ok).collect();
+        prop_assert!(found.contains(&("H800".to_string(), n)), "{}: {:?}", text, found);
+    }
+
+    /// A branch admits exactly its own releases, and a version requirement prints as written.
+    #[test]
+    fn driver_branches_admit_their_releases(b in 300u32..700, minor in 0u32..300, patch in 0u32..100, other in 300u32..700) {
+        let v: DriverVersion = format!("{b}.{minor}.{patch:02}").parse().unwrap();
+        for spec in [format!("{b}"), format!("R{b}"), format!("{b}.x")] {
+            let req: DriverReq = spec.parse().unwrap();
+            prop_assert!(req.contains(&v));
+            let w: DriverVersion = format!("{other}.{minor}.{patch:02}").parse().unwrap();
+            prop_assert_eq!(req.contains(&w), other == b);
+        }
+        let exact = format!(">={b}.{minor}.{patch:02}");
+        let req: DriverReq = exact.parse().unwrap();
+        prop_assert_eq!(req.to_string(), exact);
+        prop_assert!(req.contains(&v));
+    }
 }
