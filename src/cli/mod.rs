@@ -380,6 +380,7 @@ enum KindArg {
     Driver,
     Python,
     Image,
+    Package,
 }
 
 impl From<KindArg> for Kind {
@@ -392,6 +393,7 @@ impl From<KindArg> for Kind {
             KindArg::Driver => Kind::Driver,
             KindArg::Python => Kind::Python,
             KindArg::Image => Kind::Image,
+            KindArg::Package => Kind::Package,
         }
     }
 }
@@ -755,6 +757,16 @@ fn names(db: &Db, kind: Kind) -> Vec<(String, String)> {
                     ),
                 };
                 (i.id.clone(), name)
+            })
+            .collect(),
+        Kind::Package => db
+            .packages
+            .iter()
+            .map(|p| {
+                (
+                    p.id.clone(),
+                    format!("{} (compiles CUDA code: {})", p.name, p.compiles.as_str()),
+                )
             })
             .collect(),
     }

@@ -586,22 +586,9 @@ fn egg_project(egg: &str) -> String {
     normalize(&egg[..end])
 }
 
-/// PEP 503 name normalization: lowercase, each run of `-`, `_`, `.` becomes one `-`.
+/// PEP 503 name normalization (`torch_vision` is `torch-vision`, not `torchvision`).
 fn normalize(name: &str) -> String {
-    let mut out = String::with_capacity(name.len());
-    let mut in_separator = false;
-    for c in name.chars() {
-        if matches!(c, '-' | '_' | '.') {
-            if !in_separator {
-                out.push('-');
-            }
-            in_separator = true;
-        } else {
-            out.push(c.to_ascii_lowercase());
-            in_separator = false;
-        }
-    }
-    out
+    pep508::normalize_name(name)
 }
 
 /// Decodes `%2B` and friends; a malformed escape is kept as written.
