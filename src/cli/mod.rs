@@ -469,7 +469,7 @@ fn dispatch(cli: &Cli, out: &mut dyn Write) -> Result<Exit, CliError> {
         Command::Query(args) => {
             let db = open_db(&cli.db)?;
             let mut q = args.stack.to_query(&db)?;
-            args.project.apply(&mut q)?;
+            args.project.apply(&db, &mut q)?;
             let answer = resolve::resolve(&*db, &q)?;
             let opts = report::QueryOpts {
                 json: args.json,
@@ -486,7 +486,7 @@ fn dispatch(cli: &Cli, out: &mut dyn Write) -> Result<Exit, CliError> {
         Command::Graph(args) => {
             let db = open_db(&cli.db)?;
             let mut q = args.stack.to_query(&db)?;
-            args.project.apply(&mut q)?;
+            args.project.apply(&db, &mut q)?;
             q.want_graph = true;
             let answer = resolve::resolve(&*db, &q)?;
             let graph = answer.graph.expect("a graph was asked for");
@@ -627,7 +627,7 @@ fn check(cli: &Cli, args: &CheckArgs, out: &mut dyn Write) -> Result<Exit, CliEr
     // The project's needs from the flags and files; the machine from the host, unless a
     // flag names it.
     let mut q = args.stack.to_query(&db)?;
-    args.project.apply(&mut q)?;
+    args.project.apply(&db, &mut q)?;
     let machine = crate::judge::machine_query(&db, &host);
     if q.gpus.is_empty() {
         q.gpus = machine.gpus;

@@ -21,7 +21,7 @@ use crate::db::{Db, Found, Kind, Problem};
 use crate::upstream::Summary;
 
 pub use containers::{
-    ProgressLines, built, dockerfile_text, dockerfile_written, human_size, pull_plan, pulled,
+    ProgressLines, PullChoice, built, dockerfile_text, dockerfile_written, human_size, pull_plan, pulled,
 };
 pub use host::{check, doctor};
 pub use query::{QueryOpts, query};

@@ -130,6 +130,15 @@ fn write_findings(out: &mut dyn Write, s: &Stack, min: Severity) -> io::Result<(
     Ok(())
 }
 
+/// A line per requirement on a package that compiles CUDA code: whether it made the
+/// project one that builds extensions, and why.
+fn write_extensions_from(out: &mut dyn Write, q: &Query) -> io::Result<()> {
+    for e in &q.extensions_from {
+        writeln!(out, "extensions: {}", e.why)?;
+    }
+    Ok(())
+}
+
 fn stack_json(s: &Stack) -> Value {
     serde_json::to_value(s).unwrap_or(Value::Null)
 }
@@ -145,6 +154,7 @@ pub(crate) fn answer_json(q: &Query, a: &Answer, opts: &QueryOpts) -> Value {
         "schema_version": SCHEMA_VERSION,
         "query": describe(q),
         "verdict": a.verdict,
+        "extensions_from": q.extensions_from,
         "stacks": shown.iter().map(|s| stack_json(s)).collect::<Vec<_>>(),
         "suggestions": a.suggestions,
     })
@@ -161,6 +171,7 @@ pub fn query(out: &mut dyn Write, q: &Query, a: &Answer, opts: &QueryOpts) -> io
         .filter(|s| opts.all || s.status != Status::Incompatible)
         .collect();
     writeln!(out, "query: {}", describe(q))?;
+    write_extensions_from(out, q)?;
     let builds = by_build(shown.iter().copied());
     let runnable = by_build(a.stacks.iter().filter(|s| s.status != Status::Incompatible)).len();
     writeln!(
