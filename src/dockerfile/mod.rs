@@ -587,8 +587,7 @@ pub fn generate(req: &Request<'_>) -> Result<Dockerfile, DockerfileError> {
             &format!(
                 "{names} {build} against the torch installed above: {its} torch, which an \
                  isolated build environment lacks (or holds another build of), so {they} \
-                 installed without build isolation, and what {its} besides torch comes first. \
-                 Build tools unpinned, at their newest releases (hence DL3013 is ignored).",
+                 installed without build isolation, and what {its} besides torch comes first.",
                 names = names.join(" and "),
                 build = if names.len() == 1 { "builds" } else { "build" },
                 its = if names.len() == 1 {
@@ -598,6 +597,10 @@ pub fn generate(req: &Request<'_>) -> Result<Dockerfile, DockerfileError> {
                 },
                 they = if names.len() == 1 { "it is" } else { "they are" },
             ),
+        );
+        comment(
+            &mut c,
+            "Build tools unpinned, at their newest releases (hence DL3013 is ignored).",
         );
         w(c.trim_end());
         w("# hadolint ignore=DL3013");
