@@ -133,7 +133,7 @@ fn plan(
     let mut q = stack.to_query(&db)?;
     let (needs, requirement_files) = project.read_with_files()?;
     let from_project = needs.local_paths.clone();
-    super::stack::add_to_query(needs, &mut q);
+    super::stack::add_to_query(&db, needs, &mut q);
     let answer = resolve::resolve(&*db, &q)?;
     let chosen = best_stack(answer)?;
     let release = db
@@ -155,6 +155,7 @@ fn plan(
         images: &db.images,
         cuda: &db.cuda,
         extensions: q.extensions,
+        extensions_from: &q.extensions_from,
         gpus: q.gpus.iter().map(|g| g.gpu.compute_capability).collect(),
         requirements: requirements.iter().map(|(r, _)| r.clone()).collect(),
         pyproject: pyproject.as_ref().map(|(r, _)| r.clone()),
@@ -321,7 +322,7 @@ pub(super) fn pull(db_dir: &Option<PathBuf>, args: &PullArgs, out: &mut dyn Writ
         None => {
             let db = open_db(db_dir)?;
             let mut q = args.stack.to_query(&db)?;
-            args.project.apply(&mut q)?;
+            args.project.apply(&db, &mut q)?;
             let answer = resolve::resolve(&*db, &q)?;
             let verdict = answer.verdict;
             let stacks = answer.stacks;
@@ -342,22 +343,31 @@ pub(super) fn pull(db_dir: &Option<PathBuf>, args: &PullArgs, out: &mut dyn Writ
                 reference = mirrored(&reference, m)?;
             }
             let stack = stacks
-                .into_iter()
-                .nth(pick.stack)
+                .get(pick.stack)
+                .cloned()
                 .ok_or_else(|| CliError::Usage("the stack chosen is not among the answer's".into()))?;
-            (reference, Some((pick, stack)))
+            let best = stacks
+                .get(pick.query_best)
+                .cloned()
+                .ok_or_else(|| CliError::Usage("query's best stack is not among the answer's".into()))?;
+            (reference, Some((pick, stack, best)))
         }
     };
+    let choice = chosen.as_ref().map(|(pick, stack, best)| report::PullChoice {
+        chosen: pick,
+        stack,
+        query_best: best,
+    });
     if args.dry_run {
-        if let Some((pick, stack)) = &chosen {
-            report::pull_plan(out, &reference.to_string(), pick, stack, args.json)?;
+        if let Some(c) = choice {
+            report::pull_plan(out, &reference.to_string(), c, args.json)?;
         }
         return Ok(Exit::Ok);
     }
     let creds = auth::lookup(reference.registry_host(), &|k| std::env::var(k).ok())?;
     let engine = Bollard::connect(CONNECT_TIMEOUT)?;
     let pulled = docker::pull(&engine, &reference, creds.as_ref(), &mut progress_to_stderr())?;
-    report::pulled(out, &pulled, chosen.as_ref().map(|(p, s)| (p, s)), args.json)?;
+    report::pulled(out, &pulled, choice, args.json)?;
     Ok(Exit::Ok)
 }
 

@@ -381,6 +381,7 @@ enum KindArg {
     Driver,
     Python,
     Image,
+    Package,
 }
 
 impl From<KindArg> for Kind {
@@ -393,6 +394,7 @@ impl From<KindArg> for Kind {
             KindArg::Driver => Kind::Driver,
             KindArg::Python => Kind::Python,
             KindArg::Image => Kind::Image,
+            KindArg::Package => Kind::Package,
         }
     }
 }
@@ -468,7 +470,7 @@ fn dispatch(cli: &Cli, out: &mut dyn Write) -> Result<Exit, CliError> {
         Command::Query(args) => {
             let db = open_db(&cli.db)?;
             let mut q = args.stack.to_query(&db)?;
-            args.project.apply(&mut q)?;
+            args.project.apply(&db, &mut q)?;
             let answer = resolve::resolve(&*db, &q)?;
             let opts = report::QueryOpts {
                 json: args.json,
@@ -485,7 +487,7 @@ fn dispatch(cli: &Cli, out: &mut dyn Write) -> Result<Exit, CliError> {
         Command::Graph(args) => {
             let db = open_db(&cli.db)?;
             let mut q = args.stack.to_query(&db)?;
-            args.project.apply(&mut q)?;
+            args.project.apply(&db, &mut q)?;
             q.want_graph = true;
             let answer = resolve::resolve(&*db, &q)?;
             let graph = answer.graph.expect("a graph was asked for");
@@ -631,7 +633,7 @@ fn check(cli: &Cli, args: &CheckArgs, out: &mut dyn Write) -> Result<Exit, CliEr
     // The project's needs from the flags and files; the machine from the host, unless a
     // flag names it.
     let mut q = args.stack.to_query(&db)?;
-    args.project.apply(&mut q)?;
+    args.project.apply(&db, &mut q)?;
     let machine = crate::judge::machine_query(&db, &host);
     // The host's lack of a GPU or driver is a fact unless the flags name both instead.
     if q.gpus.is_empty() || q.driver.is_none() {
@@ -765,6 +767,16 @@ fn names(db: &Db, kind: Kind) -> Vec<(String, String)> {
                     ),
                 };
                 (i.id.clone(), name)
+            })
+            .collect(),
+        Kind::Package => db
+            .packages
+            .iter()
+            .map(|p| {
+                (
+                    p.id.clone(),
+                    format!("{} (compiles CUDA code: {})", p.name, p.compiles.as_str()),
+                )
             })
             .collect(),
     }

@@ -42,6 +42,7 @@ pub struct StackArgs {
     #[arg(long, value_name = "VERSION", conflicts_with = "os")]
     pub glibc: Option<String>,
     /// The project compiles CUDA extensions: it needs an nvcc matching torch's CUDA.
+    /// Implied by a requirement on a package that compiles at install (flash-attn, ...).
     #[arg(long)]
     pub extensions: bool,
 }
@@ -277,14 +278,19 @@ impl ProjectArgs {
     }
 
     /// Adds what the project files say to a query.
-    pub fn apply(&self, q: &mut Query) -> Result<(), CliError> {
-        add_to_query(self.read()?, q);
+    pub fn apply(&self, db: &Db, q: &mut Query) -> Result<(), CliError> {
+        add_to_query(db, self.read()?, q);
         Ok(())
     }
 }
 
-/// Adds what project files say (pins, `requires-python`, index variants) to a query.
-pub fn add_to_query(needs: ProjectNeeds, q: &mut Query) {
+/// Adds what project files say (pins, `requires-python`, index variants, requirements on
+/// packages that compile CUDA code) to a query. A requirement assumed to compile sets
+/// `extensions`, as `--extensions` does.
+pub fn add_to_query(db: &Db, needs: ProjectNeeds, q: &mut Query) {
+    let implied = crate::resolve::extensions::implied(&db.packages, &db.python, &needs.requirements);
+    q.extensions |= implied.iter().any(|e| e.assumed);
+    q.extensions_from.extend(implied);
     q.torch.extend(needs.torch);
     q.torchvision.extend(needs.torchvision);
     q.torchaudio.extend(needs.torchaudio);

@@ -9,6 +9,7 @@ use super::parse::{Doc, line_of, parse_doc, read_record, value_span};
 use super::problem::{KeyPath, Problem, ProblemKind};
 use super::records::*;
 use super::{Db, Kind, SourceFile, normalize};
+use crate::model::pep508::normalize_name;
 use crate::model::{Architecture, ComputeCapability, CudaVersion, PythonTag, Variant, public};
 
 struct FileCtx<'a> {
@@ -108,6 +109,7 @@ pub(crate) fn build(files: &[SourceFile]) -> (Db, Vec<Problem>) {
     let mut drivers = Vec::new();
     let mut gpus = Vec::new();
     let mut images = Vec::new();
+    let mut packages = Vec::new();
 
     for f in files {
         let idx = ck.files.len();
@@ -187,6 +189,10 @@ pub(crate) fn build(files: &[SourceFile]) -> (Db, Vec<Problem>) {
                 r.id = id;
                 (idx, r)
             })),
+            Kind::Package => packages.extend(read::<Package>(&mut ck, idx, text, &doc).map(|mut r| {
+                r.id = id;
+                (idx, r)
+            })),
         }
         ck.files[idx].doc = Some(doc);
     }
@@ -199,6 +205,7 @@ pub(crate) fn build(files: &[SourceFile]) -> (Db, Vec<Problem>) {
     check_gpu_names_resolve(&mut ck, &gpus);
     check_torch(&mut ck, &torch, &cuda, &cudnn, &python);
     check_images(&mut ck, &images, &cuda, &cudnn, &python, &torch);
+    check_packages(&mut ck, &packages);
 
     let mut problems = ck.problems;
     problems.sort_by(|a, b| (&a.file, a.line, &a.key).cmp(&(&b.file, b.line, &b.key)));
@@ -215,6 +222,7 @@ pub(crate) fn build(files: &[SourceFile]) -> (Db, Vec<Problem>) {
         drivers: strip(drivers),
         gpus: strip(gpus),
         images: strip(images),
+        packages: strip(packages),
     };
     db.sort();
     (db, problems)
@@ -898,4 +906,124 @@ fn family_name(f: ImageFamily) -> &'static str {
         ImageFamily::Pytorch => "pytorch",
         ImageFamily::Ngc => "ngc",
     }
+}
+
+fn check_packages(ck: &mut Checker<'_>, records: &[(usize, Package)]) {
+    for (idx, r) in records {
+        let idx = *idx;
+        ck.sources(idx, &KeyPath::default(), &r.sources, true);
+        let normalized = normalize_name(&r.name);
+        let well_formed = !r.name.is_empty()
+            && r.name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+            && r.name.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && r.name.ends_with(|c: char| c.is_ascii_alphanumeric());
+        if !well_formed {
+            ck.report(
+                idx,
+                KeyPath::key("name"),
+                ProblemKind::BadValue,
+                format!(
+                    "`{}` is not a Python project name: letters, digits, `-`, `_` and `.`, starting and ending with a letter or digit",
+                    r.name
+                ),
+            );
+        } else if normalized != r.name {
+            ck.report(
+                idx,
+                KeyPath::key("name"),
+                ProblemKind::BadValue,
+                format!("write the name PEP 503 normalized, `{normalized}`: every spelling of it is matched"),
+            );
+        }
+        ck.stem(idx, &normalized);
+        let needs_prebuilt = matches!(r.compiles, Compiles::UnlessPrebuilt | Compiles::FromSource);
+        if needs_prebuilt && r.prebuilt.is_none() {
+            ck.report(
+                idx,
+                KeyPath::key("prebuilt"),
+                ProblemKind::MissingKey,
+                "say where the prebuilt binaries come from and what they must match",
+            );
+        }
+        if r.compiles == Compiles::Always && r.prebuilt.is_some() {
+            ck.report(
+                idx,
+                KeyPath::key("prebuilt"),
+                ProblemKind::Inconsistent,
+                "a package that always compiles has no prebuilt binaries",
+            );
+        }
+        let asks = r.env.iter().any(|e| e.role == EnvRole::Build) || !r.build_options.is_empty();
+        if r.compiles == Compiles::OnRequest && !asks {
+            ck.report(
+                idx,
+                KeyPath::key("compiles"),
+                ProblemKind::Inconsistent,
+                "an `on-request` package names what asks for compiling: an `env` of role `build` or `build_options`",
+            );
+        }
+        if r.jit && r.compiles != Compiles::OnRequest {
+            ck.report(
+                idx,
+                KeyPath::key("jit"),
+                ProblemKind::Inconsistent,
+                "only an `on-request` package leaves compiling to first use",
+            );
+        }
+        for (i, o) in r.build_options.iter().enumerate() {
+            if !o.starts_with("--") || o.len() < 3 || o.chars().any(char::is_whitespace) {
+                ck.report(
+                    idx,
+                    KeyPath::key("build_options").index(i),
+                    ProblemKind::BadValue,
+                    format!("`{o}` is not a build option: `--name`, without spaces"),
+                );
+            }
+        }
+        for (i, b) in r.build_requires.iter().enumerate() {
+            let n = normalize_name(b);
+            let well_formed = !b.is_empty()
+                && b.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+            if !well_formed || n != *b {
+                ck.report(
+                    idx,
+                    KeyPath::key("build_requires").index(i),
+                    ProblemKind::BadValue,
+                    format!("`{b}` is not a PEP 503 normalized project name"),
+                );
+            }
+        }
+        let mut names: Vec<&str> = Vec::new();
+        for (i, e) in r.env.iter().enumerate() {
+            let at = KeyPath::key("env").index(i);
+            let valid = e.name.starts_with(|c: char| c.is_ascii_uppercase() || c == '_')
+                && e.name
+                    .chars()
+                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
+            if !valid {
+                ck.report(
+                    idx,
+                    at.join("name"),
+                    ProblemKind::BadValue,
+                    format!(
+                        "`{}` is not an environment variable name: upper-case letters, digits and `_`",
+                        e.name
+                    ),
+                );
+            }
+            if names.contains(&e.name.as_str()) {
+                ck.report(
+                    idx,
+                    at.join("name"),
+                    ProblemKind::DuplicateId,
+                    format!("`{}` is listed twice", e.name),
+                );
+            }
+            names.push(&e.name);
+        }
+    }
+    duplicates(ck, records, |r| normalize_name(&r.name), "name");
 }

@@ -341,6 +341,8 @@ pub enum Found<'a> {
     Python(&'a PythonRelease),
     /// An image.
     Image(&'a Image),
+    /// A Python package that compiles CUDA code when installed.
+    Package(&'a Package),
 }
 
 impl Found<'_> {
@@ -354,6 +356,7 @@ impl Found<'_> {
             Found::Driver(_) => Kind::Driver,
             Found::Python(_) => Kind::Python,
             Found::Image(_) => Kind::Image,
+            Found::Package(_) => Kind::Package,
         }
     }
 }
@@ -532,7 +535,23 @@ impl Db {
                 ))
             }
             Kind::Image => self.image(name).map(Found::Image),
+            Kind::Package => self.package(name).map(Found::Package).ok_or_else(|| {
+                err(
+                    closest(
+                        name,
+                        self.packages.iter().map(|r| (r.name.clone(), r.name.as_str())),
+                    ),
+                    false,
+                )
+            }),
         }
+    }
+
+    /// The package record for a project name, in any spelling PEP 503 equates
+    /// (`flash_attn`, `Flash-Attn`).
+    pub fn package(&self, name: &str) -> Option<&Package> {
+        let n = crate::model::pep508::normalize_name(name.trim());
+        self.packages.iter().find(|r| r.name == n)
     }
 
     /// Finds the GPU a name stands for: the one record it covers, or, when it covers

@@ -1,4 +1,5 @@
-//! The compat database: records of Python, torch, CUDA, cuDNN, drivers, GPUs and images.
+//! The compat database: records of Python, torch, CUDA, cuDNN, drivers, GPUs, images, and
+//! the packages that compile CUDA code when installed.
 //!
 //! Owns: reading `compat-db/` (compiled into the binary, or `--db DIR`), checking it
 //! (strict, typed, every problem with file, line and key), and finding records by name.
@@ -48,11 +49,13 @@ pub enum Kind {
     Gpu,
     /// `image/ngc-24.08.toml`
     Image,
+    /// `package/flash-attn.toml`
+    Package,
 }
 
 impl Kind {
     /// Every kind, in the order reports list them.
-    pub const ALL: [Kind; 7] = [
+    pub const ALL: [Kind; 8] = [
         Kind::Gpu,
         Kind::Driver,
         Kind::Cuda,
@@ -60,6 +63,7 @@ impl Kind {
         Kind::Python,
         Kind::Torch,
         Kind::Image,
+        Kind::Package,
     ];
 
     /// The directory name, which is also the name on the command line.
@@ -72,6 +76,7 @@ impl Kind {
             Kind::Driver => "driver",
             Kind::Gpu => "gpu",
             Kind::Image => "image",
+            Kind::Package => "package",
         }
     }
 }
@@ -209,6 +214,8 @@ pub struct Db {
     pub gpus: Vec<Gpu>,
     /// Images, by id.
     pub images: Vec<Image>,
+    /// Python packages whose installation compiles CUDA code, by name.
+    pub packages: Vec<Package>,
 }
 
 static EMBEDDED: OnceLock<Result<Db, Vec<Problem>>> = OnceLock::new();
@@ -261,6 +268,8 @@ impl Db {
             gpu: BTreeMap<String, Gpu>,
             #[serde(default)]
             image: BTreeMap<String, Image>,
+            #[serde(default)]
+            package: BTreeMap<String, Package>,
         }
         fn ids<T>(map: BTreeMap<String, T>, set: impl Fn(&mut T, String)) -> Vec<T> {
             map.into_iter()
@@ -279,6 +288,7 @@ impl Db {
             drivers: ids(blob.driver, |r, id| r.id = id),
             gpus: ids(blob.gpu, |r, id| r.id = id),
             images: ids(blob.image, |r, id| r.id = id),
+            packages: ids(blob.package, |r, id| r.id = id),
         };
         db.sort();
         Some(db)
@@ -293,6 +303,7 @@ impl Db {
         self.drivers.sort_by_key(|d| d.branch);
         self.gpus.sort_by(|a, b| a.id.cmp(&b.id));
         self.images.sort_by(|a, b| a.id.cmp(&b.id));
+        self.packages.sort_by(|a, b| a.name.cmp(&b.name));
     }
 
     /// The database in `dir`.
@@ -310,6 +321,7 @@ impl Db {
             Kind::Driver => self.drivers.len(),
             Kind::Gpu => self.gpus.len(),
             Kind::Image => self.images.len(),
+            Kind::Package => self.packages.len(),
         }
     }
 }
@@ -339,6 +351,7 @@ mod tests {
         same(&fast.drivers, &checked.drivers);
         same(&fast.gpus, &checked.gpus);
         same(&fast.images, &checked.images);
+        same(&fast.packages, &checked.packages);
     }
 
     mod erased {

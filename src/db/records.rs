@@ -418,3 +418,123 @@ pub struct Image {
     #[serde(default)]
     pub sources: Vec<Source>,
 }
+
+/// When installing a package compiles CUDA code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Compiles {
+    /// Every install compiles: nothing prebuilt is published.
+    Always,
+    /// Only a source distribution is on the index; its build fetches a prebuilt binary
+    /// matching torch, CUDA and Python from the project's releases when one exists, and
+    /// compiles otherwise.
+    UnlessPrebuilt,
+    /// The index has prebuilt wheels; only a build from source (a VCS, URL or path
+    /// requirement, or no wheel for the platform) compiles.
+    FromSource,
+    /// Installs without compiling unless an environment variable or a build option asks.
+    OnRequest,
+}
+
+impl Compiles {
+    /// The schema's word for it.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Compiles::Always => "always",
+            Compiles::UnlessPrebuilt => "unless-prebuilt",
+            Compiles::FromSource => "from-source",
+            Compiles::OnRequest => "on-request",
+        }
+    }
+}
+
+/// How the nvcc that compiles a package must match torch's CUDA.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NvccMatch {
+    /// The major must be torch's (torch's own check); a minor mismatch warns.
+    #[default]
+    Major,
+    /// The package's build refuses any other major.minor than torch's.
+    MajorMinor,
+}
+
+/// What an environment variable does to a package's build.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EnvRole {
+    /// Set as documented, the install compiles (or compiles instead of fetching a binary).
+    Build,
+    /// Set as documented, the install compiles nothing.
+    NoBuild,
+    /// Names the GPU architectures compiled for.
+    Arch,
+    /// Limits parallel compile jobs (memory).
+    Jobs,
+    /// Anything else that matters to the build.
+    Other,
+}
+
+/// An environment variable a package's build reads.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BuildEnv {
+    /// `FLASH_ATTENTION_FORCE_BUILD`.
+    pub name: String,
+    /// The value that has the effect (`TRUE`, `1`), where it takes one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    /// What it does, by role.
+    pub role: EnvRole,
+    /// What it does, in a sentence.
+    pub effect: String,
+}
+
+/// A Python package whose installation compiles CUDA code (a PyTorch C++/CUDA extension):
+/// what decides whether it compiles, and what compiling needs.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Package {
+    /// Set by the loader: the file stem.
+    #[serde(skip_deserializing)]
+    pub id: String,
+    /// The PyPI project name, PEP 503 normalized (`flash-attn`; `flash_attn` and
+    /// `Flash-Attn` name the same project).
+    pub name: String,
+    /// The releases whose sources were read; absent when the facts hold for all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub versions: Option<VersionSpecifiers>,
+    /// When installing it compiles CUDA code.
+    pub compiles: Compiles,
+    /// Where prebuilt binaries come from and what they must match.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prebuilt: Option<String>,
+    /// Options of its build (`--cuda_ext`) that ask for compiling, given to pip with
+    /// `--config-settings "--build-option=..."` or `--global-option`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub build_options: Vec<String>,
+    /// What is not compiled at install is compiled at first use (JIT), which needs nvcc
+    /// where it runs.
+    #[serde(default)]
+    pub jit: bool,
+    /// How nvcc must match torch's CUDA.
+    #[serde(default)]
+    pub nvcc_match: NvccMatch,
+    /// Its build imports the installed torch: install it after torch with
+    /// `--no-build-isolation`, or it builds against another torch (or none).
+    pub needs_torch_at_build: bool,
+    /// Python packages its build imports besides torch: with `--no-build-isolation` they
+    /// must be installed before it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub build_requires: Vec<String>,
+    /// Environment variables its build reads.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<BuildEnv>,
+    /// Facts not checked against a primary source, by key.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unverified: Vec<String>,
+    /// Anything a curator should know.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notes: Option<String>,
+    /// Where the facts come from (required; the checker reports an empty list).
+    #[serde(default)]
+    pub sources: Vec<Source>,
+}

@@ -26,14 +26,22 @@
 //!   project), then the rest of the project: editing code rebuilds only the last layers.
 //!   Requirements that install from the project tree (`-e .`) wait until it is copied.
 //!   torch's pins become a constraints file so no requirement can swap the build.
+//! - **Packages that compile at install** (compat-db's `package` records: flash-attn,
+//!   deepspeed, ...): the header says which requirement made the base a devel image. Those
+//!   whose build imports torch are installed without build isolation (pip's
+//!   `--no-build-isolation` for the requirements files, uv's `--no-build-isolation-package`
+//!   for pyproject.toml), after a step that installs what their builds import; in an
+//!   isolated build environment torch is missing, or is another build than the image's.
+//!   One that refuses any nvcc but torch's exact CUDA version gets no base of another minor.
 //! - **Checks.** A last step imports torch as the image's user and asserts the version and
 //!   CUDA build: a wrong wheel fails the build, not the first training run.
 
 use std::collections::BTreeSet;
 
-use crate::db::{CudaRelease, Flavor, Image, ImageFamily, TorchRelease};
+use crate::db::{CudaRelease, EnvRole, Flavor, Image, ImageFamily, NvccMatch, TorchRelease};
 use crate::model::{ComputeCapability, CudaVersion};
 use crate::resolve::Stack;
+use crate::resolve::extensions::ExtensionReq;
 
 pub mod prebuilt;
 pub use prebuilt::{Prebuilt, prebuilt};
@@ -68,6 +76,9 @@ pub struct Request<'a> {
     pub cuda: &'a [CudaRelease],
     /// The project compiles CUDA extensions: a devel base with nvcc and a host compiler.
     pub extensions: bool,
+    /// The project's requirements on packages that compile CUDA code at install, with
+    /// whether each is assumed to (then `extensions` is set) and why.
+    pub extensions_from: &'a [ExtensionReq],
     /// The GPUs of the machine, when given: extensions are compiled for exactly these.
     pub gpus: Vec<ComputeCapability>,
     /// Requirements files relative to the build context (`/`-separated); pip reads the
@@ -115,6 +126,9 @@ pub struct Dockerfile {
     pub index_url: String,
     /// The labels, in the order written.
     pub labels: Vec<(String, String)>,
+    /// The requirements on packages that compile CUDA code at install, as the request had
+    /// them: what made the base a devel image, or why not.
+    pub extensions_from: Vec<ExtensionReq>,
 }
 
 /// Why no Dockerfile can be written for a request.
@@ -386,6 +400,17 @@ pub fn generate(req: &Request<'_>) -> Result<Dockerfile, DockerfileError> {
         check_path(p)?;
     }
     let base = choose_base(stack, req.images, req.extensions)?;
+    let compiling: Vec<&ExtensionReq> = req.extensions_from.iter().filter(|e| e.assumed).collect();
+    if let Some(e) = compiling
+        .iter()
+        .find(|e| e.nvcc_match == NvccMatch::MajorMinor && !base.exact)
+    {
+        let cuda = stack.variant.cuda().map(|c| c.to_string()).unwrap_or_default();
+        return Err(DockerfileError::NoBase(format!(
+            "{} ({}) refuses any nvcc but torch's CUDA {cuda}, and the image catalog has no devel image of CUDA {cuda} for torch {}+{}",
+            e.package, e.origin, stack.torch, stack.variant
+        )));
+    }
     let require = require_cuda(stack, base.exact && base.flavor.is_some());
     let local = |v: &dyn std::fmt::Display| format!("{v}+{}", stack.variant);
     let torch_full = local(&stack.torch);
@@ -417,6 +442,9 @@ pub fn generate(req: &Request<'_>) -> Result<Dockerfile, DockerfileError> {
     let mut head = String::new();
     comment(&mut head, &header);
     comment(&mut head, &format!("Base: {}: {}.", base.image, base.why));
+    for e in req.extensions_from {
+        comment(&mut head, &format!("Extensions: {}.", e.why));
+    }
     w(head.trim_end());
     w("");
     let mut c = String::new();
@@ -499,11 +527,25 @@ pub fn generate(req: &Request<'_>) -> Result<Dockerfile, DockerfileError> {
     if req.extensions && stack.variant.is_cuda() {
         if let Some(list) = arch_list(req, &base) {
             let mut c = String::new();
-            comment(
-                &mut c,
-                "No GPU is visible while an image builds: name the architectures extensions \
-                 are compiled for.",
-            );
+            let mut text = "No GPU is visible while an image builds: name the architectures \
+                            extensions are compiled for."
+                .to_string();
+            for e in &compiling {
+                let own: Vec<&str> = e
+                    .env
+                    .iter()
+                    .filter(|v| v.role == EnvRole::Arch && v.name != "TORCH_CUDA_ARCH_LIST")
+                    .map(|v| v.name.as_str())
+                    .collect();
+                if !own.is_empty() {
+                    text.push_str(&format!(
+                        " {} chooses its own with {} and ignores this list.",
+                        e.package,
+                        own.join(", ")
+                    ));
+                }
+            }
+            comment(&mut c, &text);
             w(c.trim_end());
             w(&format!("ENV TORCH_CUDA_ARCH_LIST={}", quoted(&list)));
         }
@@ -528,10 +570,62 @@ pub fn generate(req: &Request<'_>) -> Result<Dockerfile, DockerfileError> {
         " && printf '%s\\n' {} > {VENV}/constraints-torch.txt",
         pins.join(" ")
     ));
+    let unisolated: Vec<&&ExtensionReq> = compiling.iter().filter(|e| e.needs_torch_at_build).collect();
+    if !unisolated.is_empty() {
+        let mut tools: BTreeSet<&str> = ["setuptools", "wheel"].into_iter().collect();
+        for e in &unisolated {
+            tools.extend(e.build_requires.iter().map(String::as_str));
+        }
+        let names: Vec<String> = unisolated
+            .iter()
+            .map(|e| format!("{} ({})", e.package, e.origin))
+            .collect();
+        w("");
+        let mut c = String::new();
+        comment(
+            &mut c,
+            &format!(
+                "{names} {build} against the torch installed above: {its} torch, which an \
+                 isolated build environment lacks (or holds another build of), so {they} \
+                 installed without build isolation, and what {its} besides torch comes first.",
+                names = names.join(" and "),
+                build = if names.len() == 1 { "builds" } else { "build" },
+                its = if names.len() == 1 {
+                    "its build imports"
+                } else {
+                    "their builds import"
+                },
+                they = if names.len() == 1 { "it is" } else { "they are" },
+            ),
+        );
+        comment(
+            &mut c,
+            "Build tools unpinned, at their newest releases (hence DL3013 is ignored).",
+        );
+        w(c.trim_end());
+        w("# hadolint ignore=DL3013");
+        w(&format!(
+            "RUN python -m pip install --no-cache-dir {}",
+            tools.into_iter().collect::<Vec<_>>().join(" ")
+        ));
+    }
+    let pip_unisolated = if unisolated.iter().any(|e| !e.pyproject) {
+        " --no-build-isolation"
+    } else {
+        ""
+    };
+    let mut uv_unisolated: Vec<&str> = Vec::new();
+    for e in unisolated.iter().filter(|e| e.pyproject) {
+        if !uv_unisolated.contains(&e.package.as_str()) {
+            uv_unisolated.push(&e.package);
+        }
+    }
     w("");
     w(&format!("WORKDIR {APP_DIR}"));
     let install_requirements = req.requirements.first().map(|main| {
-        format!("RUN python -m pip install --no-cache-dir -r {main} -c {VENV}/constraints-torch.txt")
+        format!(
+            "RUN python -m pip install --no-cache-dir{pip_unisolated} -r {main} -c {VENV}/constraints-torch.txt"
+        )
     });
     if let (Some(install), true) = (&install_requirements, req.requirements_from_project.is_empty()) {
         let mut c = String::new();
@@ -578,8 +672,12 @@ pub fn generate(req: &Request<'_>) -> Result<Dockerfile, DockerfileError> {
             None => "./".to_string(),
         };
         w(&format!("COPY {pyproject} {dest}"));
+        let unisolated: String = uv_unisolated
+            .iter()
+            .map(|p| format!(" --no-build-isolation-package {p}"))
+            .collect();
         w(&format!(
-            "RUN uv pip install -r {pyproject} -c {VENV}/constraints-torch.txt"
+            "RUN uv pip install{unisolated} -r {pyproject} -c {VENV}/constraints-torch.txt"
         ));
     }
     w(&format!("COPY --chown={APP_UID}:{APP_UID} . ."));
@@ -658,6 +756,12 @@ pub fn generate(req: &Request<'_>) -> Result<Dockerfile, DockerfileError> {
         labels.push(("io.gpuenv.nccl".into(), n.to_string()));
     }
     labels.push(("io.gpuenv.extensions".into(), req.extensions.to_string()));
+    if !compiling.is_empty() {
+        let mut names: Vec<&str> = compiling.iter().map(|e| e.package.as_str()).collect();
+        names.sort_unstable();
+        names.dedup();
+        labels.push(("io.gpuenv.extensions-from".into(), names.join(",")));
+    }
     labels.push(("io.gpuenv.generator".into(), req.generator.clone()));
     let width = labels.len();
     for (i, (k, v)) in labels.iter().enumerate() {
@@ -676,6 +780,7 @@ pub fn generate(req: &Request<'_>) -> Result<Dockerfile, DockerfileError> {
         pins,
         index_url,
         labels,
+        extensions_from: req.extensions_from.to_vec(),
     })
 }
 

@@ -61,6 +61,7 @@ fn request_with(
         images: &db.images,
         cuda: &db.cuda,
         extensions,
+        extensions_from: &[],
         gpus,
         requirements: reqs.iter().map(|r| r.to_string()).collect(),
         pyproject: pyproject.map(str::to_string),
@@ -404,4 +405,155 @@ fn snapshot_of_a_devel_stack_with_requirements() {
         d.text, snapshot,
         "the Dockerfile changed; if intended, run with GPUENV_BLESS=1"
     );
+}
+
+/// A request whose requirements file (or pyproject.toml) says `text`, with what the
+/// package records make of it.
+fn request_from_project(
+    torch: &str,
+    python: &str,
+    text: &str,
+    pyproject: bool,
+) -> Result<Dockerfile, DockerfileError> {
+    let db = Db::embedded().unwrap();
+    let (s, rel) = stack(torch, python, None);
+    let needs = if pyproject {
+        crate::resolve::input::parse_pyproject("pyproject.toml", text).unwrap()
+    } else {
+        crate::resolve::input::parse_requirements("requirements.txt", text).unwrap()
+    };
+    let from = crate::resolve::extensions::implied(&db.packages, &db.python, &needs.requirements);
+    generate(&Request {
+        stack: &s,
+        release: &rel,
+        images: &db.images,
+        cuda: &db.cuda,
+        extensions: from.iter().any(|e| e.assumed),
+        extensions_from: &from,
+        gpus: Vec::new(),
+        requirements: if pyproject {
+            Vec::new()
+        } else {
+            vec!["requirements.txt".into()]
+        },
+        pyproject: pyproject.then(|| "pyproject.toml".to_string()),
+        requirements_from_project: Vec::new(),
+        generator: "gpuenv test".into(),
+    })
+}
+
+#[test]
+fn a_requirement_that_compiles_at_install_gets_the_devel_base_and_says_why() {
+    let d = request_from_project("2.6.0+cu124", "3.11", "numpy\nflash-attn==2.7.4.post1\n", false).unwrap();
+    assert_eq!(d.base.image, "nvidia/cuda:12.4.1-devel-ubuntu22.04");
+    let header: String = d
+        .text
+        .lines()
+        .take_while(|l| l.starts_with('#'))
+        .map(|l| l.trim_start_matches('#').trim())
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(
+        header.contains(
+            "Extensions: flash-attn (requirements.txt:2) compiles CUDA code at install unless its build finds a prebuilt wheel"
+        ),
+        "{header}"
+    );
+    assert!(
+        header.contains("extensions assumed, nvcc of torch's CUDA major needed"),
+        "{header}"
+    );
+    let instrs = instructions(&d.text);
+    let tools = position(
+        &instrs,
+        "RUN python -m pip install --no-cache-dir ninja packaging psutil setuptools wheel",
+    );
+    let reqs = position(
+        &instrs,
+        "RUN python -m pip install --no-cache-dir --no-build-isolation -r requirements.txt -c /opt/venv/constraints-torch.txt",
+    );
+    let torch = position(&instrs, "RUN python -m pip install --no-cache-dir --index-url");
+    assert!(torch < tools && tools < reqs, "{instrs:#?}");
+    assert!(
+        d.text
+            .contains("# hadolint ignore=DL3013\nRUN python -m pip install --no-cache-dir ninja")
+    );
+    assert!(
+        d.labels
+            .contains(&("io.gpuenv.extensions-from".to_string(), "flash-attn".to_string()))
+    );
+    assert!(
+        d.labels
+            .contains(&("io.gpuenv.extensions".to_string(), "true".to_string()))
+    );
+    // flash-attn passes its own -gencode flags: the arch list comment says so.
+    let comment: String = d
+        .text
+        .lines()
+        .map(|l| l.trim_start_matches('#').trim())
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(
+        comment.contains("flash-attn chooses its own with FLASH_ATTN_CUDA_ARCHS and ignores this list."),
+        "{}",
+        d.text
+    );
+}
+
+#[test]
+fn pyproject_packages_build_without_isolation_through_uv() {
+    let d = request_from_project(
+        "2.6.0+cu124",
+        "3.11",
+        "[project]\nname = \"x\"\nversion = \"0.1\"\ndependencies = [\"mamba_ssm\", \"causal-conv1d>=1.4\"]\n",
+        true,
+    )
+    .unwrap();
+    assert_eq!(d.base.image, "nvidia/cuda:12.4.1-devel-ubuntu22.04");
+    let instrs = instructions(&d.text);
+    position(
+        &instrs,
+        "RUN uv pip install --no-build-isolation-package mamba-ssm --no-build-isolation-package causal-conv1d -r pyproject.toml",
+    );
+    assert!(!d.text.contains("--no-build-isolation -r"), "{}", d.text);
+}
+
+#[test]
+fn a_package_that_compiles_only_on_request_keeps_the_small_base_and_says_so() {
+    let d = request_from_project("2.6.0+cu124", "3.11", "xformers==0.0.29.post3\n", false).unwrap();
+    assert_eq!(d.base.image, "nvidia/cuda:12.4.1-base-ubuntu22.04");
+    assert!(
+        d.text
+            .contains("# Extensions: xformers (requirements.txt:1) installs a prebuilt wheel"),
+        "{}",
+        d.text
+    );
+    assert!(!d.text.contains("--no-build-isolation"), "{}", d.text);
+    assert!(!d.labels.iter().any(|(k, _)| k == "io.gpuenv.extensions-from"));
+}
+
+#[test]
+fn a_package_that_needs_torchs_exact_cuda_gets_no_base_of_another_minor() {
+    // No nvidia/cuda 11.7 record: a devel base would bring nvcc 11.8, which apex refuses.
+    let e = request_from_project(
+        "2.0.1+cu117",
+        "3.10",
+        "apex @ git+https://github.com/NVIDIA/apex --config-settings \"--build-option=--cuda_ext\"\n",
+        false,
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("apex (requirements.txt:1) refuses any nvcc but torch's CUDA 11.7"),
+        "{e}"
+    );
+    // On a CUDA minor the catalog has, it builds.
+    let d = request_from_project(
+        "2.6.0+cu124",
+        "3.11",
+        "apex @ git+https://github.com/NVIDIA/apex --config-settings \"--build-option=--cuda_ext\"\n",
+        false,
+    )
+    .unwrap();
+    assert_eq!(d.base.image, "nvidia/cuda:12.4.1-devel-ubuntu22.04");
 }

@@ -241,6 +241,25 @@ pub fn reason<T: pep508_rs::Pep508Url>(error: &pep508_rs::Pep508Error<T>) -> Str
     }
 }
 
+/// PEP 503 name normalization: lowercase, each run of `-`, `_`, `.` becomes one `-`
+/// (`Flash_Attn` and `flash.attn` are the project `flash-attn`).
+pub fn normalize_name(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut in_separator = false;
+    for c in name.chars() {
+        if matches!(c, '-' | '_' | '.') {
+            if !in_separator {
+                out.push('-');
+            }
+            in_separator = true;
+        } else {
+            out.push(c.to_ascii_lowercase());
+            in_separator = false;
+        }
+    }
+    out
+}
+
 /// The first non-empty line of a multi-line message, without a trailing colon.
 pub fn first_line(text: &str) -> String {
     text.lines()

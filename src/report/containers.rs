@@ -64,6 +64,9 @@ pub fn dockerfile_written(out: &mut dyn Write, path: &str, d: &Dockerfile, stack
 fn stack_and_base(out: &mut dyn Write, d: &Dockerfile, stack: &Stack) -> io::Result<()> {
     writeln!(out, "  stack    {}", stack_line(stack))?;
     writeln!(out, "  base     {}", d.base.image)?;
+    for e in &d.extensions_from {
+        writeln!(out, "  extensions {}", e.why)?;
+    }
     if let Some(r) = &d.require_cuda {
         writeln!(out, "  requires NVIDIA_REQUIRE_CUDA={r}")?;
     }
@@ -89,6 +92,7 @@ pub fn built(
                 "steps": b.steps,
                 "base": d.base.image,
                 "require_cuda": d.require_cuda,
+                "extensions_from": d.extensions_from,
                 "stack": stack_json(stack),
                 "labels": d
                     .labels
@@ -115,36 +119,56 @@ fn chosen_json(c: &Prebuilt) -> Value {
     })
 }
 
+/// The image chosen from the catalog, the stack it serves, and `query`'s best stack for
+/// the same flags (which the image may not hold).
+#[derive(Debug, Clone, Copy)]
+pub struct PullChoice<'a> {
+    /// The catalog's image.
+    pub chosen: &'a Prebuilt,
+    /// The stack it serves.
+    pub stack: &'a Stack,
+    /// `query`'s best stack.
+    pub query_best: &'a Stack,
+}
+
+/// The fields a catalog pick adds to `pull`'s JSON.
+fn choice_fields(m: &mut serde_json::Map<String, Value>, c: PullChoice<'_>) {
+    m.insert("catalog".into(), chosen_json(c.chosen));
+    m.insert("stack".into(), stack_json(c.stack));
+    m.insert("query_best".into(), stack_json(c.query_best));
+    m.insert("query_best_differs".into(), json!(c.chosen.differs.is_some()));
+    m.insert("query_best_why".into(), json!(c.chosen.differs));
+}
+
+/// The lines a catalog pick adds to `pull`'s text.
+fn choice_lines(out: &mut dyn Write, c: PullChoice<'_>) -> io::Result<()> {
+    writeln!(out, "  why      {}", c.chosen.why)?;
+    writeln!(out, "  stack    {}", stack_line(c.stack))?;
+    if let Some(d) = &c.chosen.differs {
+        writeln!(out, "  differs  {d}")?;
+    }
+    Ok(())
+}
+
 /// `gpuenv pull --dry-run`: the image that would be pulled.
-pub fn pull_plan(
-    out: &mut dyn Write,
-    image: &str,
-    chosen: &Prebuilt,
-    stack: &Stack,
-    json_out: bool,
-) -> io::Result<()> {
+pub fn pull_plan(out: &mut dyn Write, image: &str, choice: PullChoice<'_>, json_out: bool) -> io::Result<()> {
     if json_out {
-        return write_json(
-            out,
-            &json!({
-                "schema_version": SCHEMA_VERSION,
-                "image": image,
-                "pulled": false,
-                "catalog": chosen_json(chosen),
-                "stack": stack_json(stack),
-            }),
-        );
+        let mut doc = serde_json::Map::new();
+        doc.insert("schema_version".into(), json!(SCHEMA_VERSION));
+        doc.insert("image".into(), json!(image));
+        doc.insert("pulled".into(), json!(false));
+        choice_fields(&mut doc, choice);
+        return write_json(out, &Value::Object(doc));
     }
     writeln!(out, "would pull {image}")?;
-    writeln!(out, "  why      {}", chosen.why)?;
-    writeln!(out, "  stack    {}", stack_line(stack))
+    choice_lines(out, choice)
 }
 
 /// `gpuenv pull`: what was pulled, and that its digest is the one announced.
 pub fn pulled(
     out: &mut dyn Write,
     p: &Pulled,
-    chosen: Option<(&Prebuilt, &Stack)>,
+    chosen: Option<PullChoice<'_>>,
     json_out: bool,
 ) -> io::Result<()> {
     if json_out {
@@ -160,9 +184,8 @@ pub fn pulled(
             "downloaded_layers": p.downloaded_layers,
             "source": if chosen.is_some() { "catalog" } else { "name" },
         });
-        if let (Some((c, s)), Some(m)) = (chosen, doc.as_object_mut()) {
-            m.insert("catalog".into(), chosen_json(c));
-            m.insert("stack".into(), stack_json(s));
+        if let (Some(c), Some(m)) = (chosen, doc.as_object_mut()) {
+            choice_fields(m, c);
         }
         return write_json(out, &doc);
     }
@@ -181,9 +204,8 @@ pub fn pulled(
         "  layers   {} ({} downloaded)",
         p.layers, p.downloaded_layers
     )?;
-    if let Some((c, s)) = chosen {
-        writeln!(out, "  why      {}", c.why)?;
-        writeln!(out, "  stack    {}", stack_line(s))?;
+    if let Some(c) = chosen {
+        choice_lines(out, c)?;
     }
     Ok(())
 }

@@ -21,7 +21,7 @@ use crate::db::{Db, Found, Kind, Problem};
 use crate::upstream::Summary;
 
 pub use containers::{
-    ProgressLines, built, dockerfile_text, dockerfile_written, human_size, pull_plan, pulled,
+    ProgressLines, PullChoice, built, dockerfile_text, dockerfile_written, human_size, pull_plan, pulled,
 };
 pub use host::{check, doctor};
 pub use query::{QueryOpts, query};
@@ -57,6 +57,7 @@ fn title(found: Found<'_>) -> String {
         Found::Torch(t) => format!("torch {}", t.version),
         Found::Driver(d) => format!("Driver branch R{}", d.branch),
         Found::Python(p) => format!("Python {}", p.version),
+        Found::Package(e) => format!("{} (compiles CUDA code: {})", e.name, e.compiles.as_str()),
         Found::Image(i) => match &i.tag {
             Some(tag) => format!("{}:{tag}", i.repository),
             None => format!(
@@ -276,6 +277,7 @@ fn kind_stats(db: &Db) -> Vec<KindStats> {
                 Kind::Python => (count(&db.python), db.python.last().map(|p| p.version.to_string())),
                 Kind::Torch => (count(&db.torch), db.torch.last().map(|t| t.version.to_string())),
                 Kind::Image => (count(&db.images), newest_image.clone()),
+                Kind::Package => (count(&db.packages), None),
             };
             KindStats {
                 kind,

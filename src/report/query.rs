@@ -138,6 +138,15 @@ fn write_findings(out: &mut dyn Write, s: &Stack, min: Severity) -> io::Result<(
     Ok(())
 }
 
+/// A line per requirement on a package that compiles CUDA code: whether it made the
+/// project one that builds extensions, and why.
+fn write_extensions_from(out: &mut dyn Write, q: &Query) -> io::Result<()> {
+    for e in &q.extensions_from {
+        writeln!(out, "extensions: {}", e.why)?;
+    }
+    Ok(())
+}
+
 fn stack_json(s: &Stack) -> Value {
     serde_json::to_value(s).unwrap_or(Value::Null)
 }
@@ -156,6 +165,7 @@ pub(crate) fn answer_json(q: &Query, a: &Answer, opts: &QueryOpts) -> Value {
         "verdict": a.verdict,
         "findings": a.findings,
         "newer_conditional": a.newer_conditional().map(stack_json),
+        "extensions_from": q.extensions_from,
         "stacks": shown.iter().map(|s| stack_json(s)).collect::<Vec<_>>(),
         "suggestions": a.suggestions,
     })
@@ -173,6 +183,7 @@ pub fn query(out: &mut dyn Write, q: &Query, a: &Answer, opts: &QueryOpts) -> io
         .collect();
     writeln!(out, "query: {}", describe(q))?;
     write_readings(out, q)?;
+    write_extensions_from(out, q)?;
     let builds = by_build(shown.iter().copied());
     let runnable = by_build(a.stacks.iter().filter(|s| s.status != Status::Incompatible)).len();
     writeln!(

@@ -108,6 +108,10 @@ pub const CODES: &[(&str, &str)] = &[
         "nvcc's CUDA minor differs from torch's: torch warns, usually works",
     ),
     (
+        "extension-nvcc-not-exact",
+        "nvcc's CUDA minor differs from torch's, and a required package's build refuses that",
+    ),
+    (
         "nvcc-no-gpu-arch",
         "nvcc cannot compile for the GPU's architecture at all",
     ),

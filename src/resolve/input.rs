@@ -1,6 +1,8 @@
 //! What a Python project's own files say about its PyTorch stack: the pins on torch,
-//! torchvision and torchaudio, `requires-python`, and the CUDA variants named by PyTorch
-//! index URLs, read from a pip requirements file or a `pyproject.toml`.
+//! torchvision and torchaudio, `requires-python`, the CUDA variants named by PyTorch
+//! index URLs, and every requirement by its normalized name with how it installs (index,
+//! wheel file or source) and the build options on its line, read from a pip requirements
+//! file or a `pyproject.toml`.
 //!
 //! Owns: the two file grammars as pip and the packaging PEPs define them (pip's
 //! requirements-file format; PEP 508 requirements, PEP 621 `[project]`, PEP 735
@@ -10,8 +12,10 @@
 //!
 //! Must not: read files or the environment (the caller reads each file, including the
 //! ones a requirements file includes, and merges the results), consult the database, or
-//! decide anything about compatibility; that is the resolver's. Other requirements are
-//! only syntax-checked, since pip would refuse the whole file over one bad line.
+//! decide anything about compatibility; that is the resolver's. Requirements on other
+//! projects are recorded by name ([`Requirement`]) for the resolver to match against the
+//! database's package records, and syntax-checked, since pip would refuse the whole file
+//! over one bad line.
 //!
 //! Traps this module exists for:
 //! - `torch==2.4.1+cu121` names its CUDA build in the local segment, while plain
@@ -59,6 +63,40 @@ impl Pin {
     }
 }
 
+/// How a requirement installs, as far as its line says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Install {
+    /// By name from an index: a wheel when one matches, else the source distribution.
+    Index,
+    /// A wheel file named by URL or path (`.../flash_attn-2.6.3+cu123...whl`): nothing is
+    /// built.
+    Wheel(String),
+    /// From source: a VCS URL, a source archive, or an editable checkout, as written.
+    Source(String),
+}
+
+/// A requirement on any project, by its normalized name: what compat-db's package
+/// records are matched against.
+#[derive(Debug, Clone)]
+pub struct Requirement {
+    /// The PEP 503 normalized project name (`flash_attn` is `flash-attn`).
+    pub name: String,
+    /// Its version specifiers; empty for any version.
+    pub specifiers: VersionSpecifiers,
+    /// The environment marker, if any.
+    pub marker: Option<MarkerTree>,
+    /// Index, wheel file or source.
+    pub install: Install,
+    /// Build options written on its line (`--config-settings`, `--global-option` values,
+    /// as written: `--build-option=--cuda_ext`).
+    pub build_options: Vec<String>,
+    /// Where it was written.
+    pub origin: Origin,
+    /// Written in pyproject.toml (which a Dockerfile installs with uv) rather than a
+    /// requirements file (installed with pip).
+    pub pyproject: bool,
+}
+
 /// Everything a project's files say that constrains its PyTorch stack.
 #[derive(Debug, Clone, Default)]
 pub struct ProjectNeeds {
@@ -81,6 +119,8 @@ pub struct ProjectNeeds {
     /// `./libs/pkg`, `-e ./tools[dev]`), as written: pip needs those files in place, so a
     /// Dockerfile installs such requirements after copying the project.
     pub local_paths: Vec<(String, Origin)>,
+    /// Every requirement on a named project (torch's too), in the order written.
+    pub requirements: Vec<Requirement>,
 }
 
 impl ProjectNeeds {
@@ -96,6 +136,7 @@ impl ProjectNeeds {
             index_variants,
             includes,
             local_paths,
+            requirements,
         } = other;
         self.torch.extend(torch);
         self.torchvision.extend(torchvision);
@@ -106,6 +147,7 @@ impl ProjectNeeds {
         self.index_variants.extend(index_variants);
         self.includes.extend(includes);
         self.local_paths.extend(local_paths);
+        self.requirements.extend(requirements);
     }
 
     fn pins_of(&mut self, normalized_name: &str) -> Option<&mut Vec<Pin>> {
@@ -222,14 +264,23 @@ pub fn parse_requirements(file: &str, text: &str) -> Result<ProjectNeeds, InputE
         let split = option_start(content);
         let (requirement, options) = (content[..split].trim(), &content[split..]);
         let options = parse_options(options).map_err(fail)?;
+        let build_options: Vec<String> = options
+            .iter()
+            .filter(|o| matches!(o.spec.long, "--config-settings" | "--global-option"))
+            .filter_map(|o| o.value.clone())
+            .collect();
+        let before = needs.requirements.len();
         if requirement.is_empty() {
             for option in options {
                 apply_option(option, &origin, &mut needs);
             }
         } else {
             // pip parses global options written after a requirement but acts on none of
-            // them (only `--hash` and friends apply), so neither does gpuenv.
+            // them (only `--hash` and the build options apply), so neither does gpuenv.
             read_requirement_line(requirement, &origin, &mut needs).map_err(fail)?;
+        }
+        for r in &mut needs.requirements[before..] {
+            r.build_options.clone_from(&build_options);
         }
     }
     Ok(needs)
@@ -411,15 +462,24 @@ fn apply_option(option: LineOption, origin: &str, needs: &mut ProjectNeeds) {
             if is_relative_path(&value) {
                 needs.local_paths.push((value.clone(), origin.to_string()));
             }
-            if let Some(name) = egg_name(&value)
-                && let Some(pins) = needs.pins_of(&name)
-            {
-                pins.push(Pin {
+            if let Some(name) = egg_name(&value) {
+                needs.requirements.push(Requirement {
+                    name: name.clone(),
                     specifiers: VersionSpecifiers::empty(),
-                    variant: None,
                     marker: None,
+                    install: Install::Source(value.clone()),
+                    build_options: Vec::new(),
                     origin: origin.to_string(),
+                    pyproject: false,
                 });
+                if let Some(pins) = needs.pins_of(&name) {
+                    pins.push(Pin {
+                        specifiers: VersionSpecifiers::empty(),
+                        variant: None,
+                        marker: None,
+                        origin: origin.to_string(),
+                    });
+                }
             }
         }
         Action::Ignore => {}
@@ -536,17 +596,37 @@ fn read_direct_reference(requirement: &str, origin: &str, needs: &mut ProjectNee
         }
         None => None,
     };
-    if let Some((name, specifiers, variant)) = pin_from_location(location.trim())
-        && let Some(pins) = needs.pins_of(&name)
-    {
-        pins.push(Pin {
-            specifiers,
-            variant,
-            marker,
+    let location = location.trim();
+    if let Some((name, specifiers, variant)) = pin_from_location(location) {
+        needs.requirements.push(Requirement {
+            name: name.clone(),
+            specifiers: specifiers.clone(),
+            marker: marker.clone(),
+            install: install_of(location),
+            build_options: Vec::new(),
             origin: origin.to_string(),
+            pyproject: false,
         });
+        if let Some(pins) = needs.pins_of(&name) {
+            pins.push(Pin {
+                specifiers,
+                variant,
+                marker,
+                origin: origin.to_string(),
+            });
+        }
     }
     Ok(())
+}
+
+/// How pip installs from a URL or path: a wheel file as it is, anything else built.
+fn install_of(location: &str) -> Install {
+    let path = location.split(['#', '?']).next().unwrap_or(location);
+    if path.to_ascii_lowercase().ends_with(".whl") {
+        Install::Wheel(percent_decode(path.rsplit(['/', '\\']).next().unwrap_or(path)))
+    } else {
+        Install::Source(location.to_string())
+    }
 }
 
 /// The project a URL or path installs, where it says: a wheel file name
@@ -594,22 +674,9 @@ fn egg_project(egg: &str) -> String {
     normalize(&egg[..end])
 }
 
-/// PEP 503 name normalization: lowercase, each run of `-`, `_`, `.` becomes one `-`.
+/// PEP 503 name normalization (`torch_vision` is `torch-vision`, not `torchvision`).
 fn normalize(name: &str) -> String {
-    let mut out = String::with_capacity(name.len());
-    let mut in_separator = false;
-    for c in name.chars() {
-        if matches!(c, '-' | '_' | '.') {
-            if !in_separator {
-                out.push('-');
-            }
-            in_separator = true;
-        } else {
-            out.push(c.to_ascii_lowercase());
-            in_separator = false;
-        }
-    }
-    out
+    pep508::normalize_name(name)
 }
 
 /// Decodes `%2B` and friends; a malformed escape is kept as written.
@@ -637,6 +704,21 @@ fn percent_decode(text: &str) -> String {
 /// is pep508's reason, on one line.
 fn read_pep508(requirement: &str, origin: &str, needs: &mut ProjectNeeds) -> Result<(), String> {
     let parsed = pep508::parse_requirement(requirement)?;
+    let marker = (!parsed.marker.is_true()).then(|| parsed.marker.clone());
+    let (specifiers, install) = match &parsed.version_or_url {
+        None => (VersionSpecifiers::empty(), Install::Index),
+        Some(VersionOrUrl::VersionSpecifier(specifiers)) => (specifiers.clone(), Install::Index),
+        Some(VersionOrUrl::Url(url)) => (VersionSpecifiers::empty(), install_of(url.as_str())),
+    };
+    needs.requirements.push(Requirement {
+        name: parsed.name.to_string(),
+        specifiers,
+        marker: marker.clone(),
+        install,
+        build_options: Vec::new(),
+        origin: origin.to_string(),
+        pyproject: false,
+    });
     let Some(pins) = needs.pins_of(parsed.name.as_ref()) else {
         return Ok(());
     };
@@ -658,7 +740,7 @@ fn read_pep508(requirement: &str, origin: &str, needs: &mut ProjectNeeds) -> Res
     pins.push(Pin {
         specifiers,
         variant,
-        marker: (!parsed.marker.is_true()).then(|| parsed.marker.clone()),
+        marker,
         origin: origin.to_string(),
     });
     Ok(())
@@ -844,6 +926,9 @@ pub fn parse_pyproject(file: &str, text: &str) -> Result<ProjectNeeds, InputErro
                 needs.index_variants.push((variant, doc.origin(&key)));
             }
         }
+    }
+    for r in &mut needs.requirements {
+        r.pyproject = true;
     }
     Ok(needs)
 }
@@ -1125,6 +1210,98 @@ numpy==1.26.4
                 ("dist/mylib-0.1-py3-none-any.whl", "requirements.txt:5"),
             ]
         );
+    }
+
+    #[test]
+    fn every_named_requirement_is_recorded_with_how_it_installs() {
+        let text = "\
+flash-attn==2.6.3
+flash_attn ; python_version >= \"3.10\"
+Flash.Attn>=2
+apex @ git+https://github.com/NVIDIA/apex --config-settings \"--build-option=--cuda_ext\"
+-e git+https://github.com/facebookresearch/xformers.git#egg=xformers --global-option=--verbose
+https://github.com/Dao-AILab/flash-attention/releases/download/v2.6.3/flash_attn-2.6.3%2Bcu123torch2.4cxx11abiFALSE-cp311-cp311-linux_x86_64.whl
+deepspeed @ https://files.example.org/deepspeed-0.16.5.tar.gz
+./vendored/pkg
+torch==2.4.1
+";
+        let needs = reqs(text);
+        let got: Vec<(&str, &str, &Install)> = needs
+            .requirements
+            .iter()
+            .map(|r| (r.name.as_str(), r.origin.as_str(), &r.install))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("flash-attn", "requirements.txt:1", &Install::Index),
+                ("flash-attn", "requirements.txt:2", &Install::Index),
+                ("flash-attn", "requirements.txt:3", &Install::Index),
+                (
+                    "apex",
+                    "requirements.txt:4",
+                    &Install::Source("git+https://github.com/NVIDIA/apex".into())
+                ),
+                (
+                    "xformers",
+                    "requirements.txt:5",
+                    &Install::Source(
+                        "git+https://github.com/facebookresearch/xformers.git#egg=xformers".into()
+                    )
+                ),
+                (
+                    "flash-attn",
+                    "requirements.txt:6",
+                    &Install::Wheel(
+                        "flash_attn-2.6.3+cu123torch2.4cxx11abiFALSE-cp311-cp311-linux_x86_64.whl".into()
+                    )
+                ),
+                (
+                    "deepspeed",
+                    "requirements.txt:7",
+                    &Install::Source("https://files.example.org/deepspeed-0.16.5.tar.gz".into())
+                ),
+                ("torch", "requirements.txt:9", &Install::Index),
+            ]
+        );
+        assert_eq!(needs.requirements[0].specifiers.to_string(), "==2.6.3");
+        assert!(needs.requirements[1].marker.is_some());
+        assert_eq!(needs.requirements[3].build_options, ["--build-option=--cuda_ext"]);
+        assert_eq!(needs.requirements[4].build_options, ["--verbose"]);
+        assert!(needs.requirements.iter().all(|r| !r.pyproject));
+        // Only the tracked projects become pins.
+        assert_eq!(needs.torch.len(), 1);
+    }
+
+    #[test]
+    fn pyproject_requirements_are_recorded_from_every_table() {
+        let needs = pyproject(PYPROJECT);
+        let got: Vec<(&str, &str)> = needs
+            .requirements
+            .iter()
+            .map(|r| (r.name.as_str(), r.origin.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("numpy", "pyproject.toml: project.dependencies[0]"),
+                ("torch", "pyproject.toml: project.dependencies[1]"),
+                ("torchvision", "pyproject.toml: project.dependencies[2]"),
+                (
+                    "torchaudio",
+                    "pyproject.toml: project.optional-dependencies.audio[0]"
+                ),
+                ("torch", "pyproject.toml: project.optional-dependencies.cpu[0]"),
+                ("pytest", "pyproject.toml: dependency-groups.dev[0]"),
+                ("torch", "pyproject.toml: dependency-groups.dev[2]"),
+                ("ruff", "pyproject.toml: dependency-groups.lint[0]"),
+            ]
+        );
+        assert!(needs.requirements.iter().all(|r| r.pyproject));
+        // Merged with a requirements file, each keeps where it came from.
+        let mut both = reqs("flash-attn\n");
+        both.merge(needs);
+        assert!(!both.requirements[0].pyproject && both.requirements[1].pyproject);
     }
 
     #[test]

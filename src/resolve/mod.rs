@@ -12,6 +12,7 @@
 //! Pythons each), and users want every option with its reasons, not one pick.
 
 pub mod codes;
+pub mod extensions;
 pub mod graph;
 mod index;
 pub mod input;
@@ -98,8 +99,12 @@ pub struct Query {
     pub driver: Option<DriverVersion>,
     /// The host's glibc, and where it came from (`--os ubuntu22.04`).
     pub glibc: Option<(GlibcVersion, Origin)>,
-    /// The project compiles CUDA extensions.
+    /// The project compiles CUDA extensions (`--extensions`, or a requirement in
+    /// `extensions_from` that is assumed to compile).
     pub extensions: bool,
+    /// The project's requirements on packages whose installation compiles CUDA code, each
+    /// with whether it makes the project build extensions and why.
+    pub extensions_from: Vec<extensions::ExtensionReq>,
     /// The nvcc on the host, when known (host checks).
     pub nvcc: Option<CudaVersion>,
     /// Set when it is a *fact* that the machine has no usable NVIDIA GPU or driver (a probed
@@ -499,6 +504,7 @@ pub fn judge_installed(cat: &dyn Catalog, q: &Query, installed: &Installed) -> R
         nvcc: q.nvcc.clone(),
         no_cuda_device: q.no_cuda_device.clone(),
         extensions: q.extensions,
+        extensions_from: q.extensions_from.clone(),
         today: q.today,
         // Installed already: wheel tags and glibc are settled.
         ..Query::default()

@@ -717,6 +717,27 @@ fn nvcc_rules(ix: &Index<'_>, q: &Query, name: &str, cuda: &CudaVersion) -> Vec<
         );
         return out;
     }
+    let exact: Vec<String> = q
+        .extensions_from
+        .iter()
+        .filter(|e| e.assumed && e.nvcc_match == crate::db::NvccMatch::MajorMinor)
+        .map(|e| format!("{} ({})", e.package, e.origin))
+        .collect();
+    if nvcc.minor() != cuda.minor() && !exact.is_empty() {
+        out.push(
+            finding(
+                "extension-nvcc-not-exact",
+                Severity::Incompatible,
+                format!(
+                    "nvcc {nvcc} is not torch {name}'s CUDA {cuda}, and {} refuses any other CUDA version than torch's",
+                    exact.join(", ")
+                ),
+            )
+            .fact("nvcc", &nvcc)
+            .fact("cuda", cuda),
+        );
+        return out;
+    }
     if nvcc.minor() != cuda.minor() {
         out.push(
             finding(
@@ -991,6 +1012,13 @@ fn fast_status(ix: &Index<'_>, q: &Query, ctx: &DriverCtx<'_>, b: &BuildEntry<'_
         let cuda = line.version.clone();
         let nvcc = q.nvcc.clone().unwrap_or_else(|| cuda.clone());
         if nvcc.major() != cuda.major() {
+            return Status::Incompatible;
+        }
+        let exact = q
+            .extensions_from
+            .iter()
+            .any(|e| e.assumed && e.nvcc_match == crate::db::NvccMatch::MajorMinor);
+        if exact && nvcc.minor() != cuda.minor() {
             return Status::Incompatible;
         }
         let Some(tl) = ix.line(&nvcc) else {

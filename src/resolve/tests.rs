@@ -264,6 +264,62 @@ fn nvcc_on_the_host_must_match_the_major() {
 }
 
 #[test]
+fn a_package_that_needs_torchs_exact_cuda_refuses_another_minor_on_the_host() {
+    let mut db = base_db();
+    db.torch = vec![torch("2.7.0", &["cp311"], vec![variant("cu128", &["9.0"], &[])])];
+    let apex = |assumed: bool| extensions::ExtensionReq {
+        package: "apex".into(),
+        origin: "requirements.txt:3".into(),
+        compiles: "on-request",
+        assumed,
+        why: String::new(),
+        nvcc_match: crate::db::NvccMatch::MajorMinor,
+        needs_torch_at_build: true,
+        build_requires: vec![],
+        env: vec![],
+        pyproject: false,
+    };
+    let q = Query {
+        nvcc: Some("12.4".parse().unwrap()),
+        extensions: true,
+        extensions_from: vec![apex(true)],
+        ..Query::default()
+    };
+    let a = resolve(&db, &q).unwrap();
+    assert_eq!(a.verdict, Status::Incompatible);
+    let f = a.stacks[0]
+        .findings
+        .iter()
+        .find(|f| f.code == "extension-nvcc-not-exact")
+        .expect("the exact-CUDA finding");
+    assert!(
+        f.message.contains(
+            "nvcc 12.4 is not torch 2.7.0+cu128's CUDA 12.8, and apex (requirements.txt:3) refuses"
+        ),
+        "{}",
+        f.message
+    );
+    let ix = Index::new(&db);
+    assert!(verdicts(&ix, &q).iter().all(|v| v.status == Status::Incompatible));
+    // The same nvcc is only a warning when apex compiles nothing (no option asked for it).
+    let q = Query {
+        extensions_from: vec![apex(false)],
+        ..q
+    };
+    let a = resolve(&db, &q).unwrap();
+    assert_eq!(a.verdict, Status::Compatible);
+    assert!(codes_of(&a).contains(&"nvcc-minor-mismatch"));
+    assert!(verdicts(&ix, &q).iter().all(|v| v.status == Status::Compatible));
+    // And torch's own CUDA is accepted.
+    let q = Query {
+        nvcc: Some("12.8".parse().unwrap()),
+        extensions_from: vec![apex(true)],
+        ..q
+    };
+    assert_eq!(resolve(&db, &q).unwrap().verdict, Status::Compatible);
+}
+
+#[test]
 fn an_unknown_branch_assumes_the_nearest_older() {
     let mut db = base_db();
     db.torch = vec![torch("2.7.0", &["cp311"], vec![variant("cu128", &["9.0"], &[])])];

@@ -62,6 +62,7 @@ fn templates_are_valid_records() {
             "gpu" => "h100-sxm",
             "torch" => "2.4.1",
             "image" => "ngc-25.12",
+            "package" => "flash-attn",
             other => panic!("unexpected template {other}"),
         };
         let files = vec![db::SourceFile {
@@ -194,4 +195,115 @@ fn non_utf8_record_is_a_syntax_problem() {
         "{}",
         run.stdout
     );
+}
+
+#[test]
+fn lint_reports_every_planted_package_problem_with_file_line_and_key() {
+    let dir = fixture("broken-packages");
+    let run = gpuenv(&["db", "lint", "--json", "--db", dir.to_str().unwrap()]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let doc = json(&run);
+    let problems: Vec<(String, Option<u64>, String, String)> = doc["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["file"].as_str().unwrap().to_string(),
+                p["line"].as_u64(),
+                p["kind"].as_str().unwrap().to_string(),
+                p["key"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    let planted: &[(&str, Option<u64>, &str, &str)] = &[
+        ("package/apex.toml", Some(4), "bad-value", "build_options[0]"),
+        ("package/apex.toml", Some(5), "bad-value", "build_requires[0]"),
+        ("package/apex.toml", Some(13), "bad-value", "env[1].name"),
+        ("package/apex.toml", Some(18), "duplicate-id", "env[2].name"),
+        ("package/causal.conv1d.toml", None, "layout", ""),
+        ("package/causal.conv1d.toml", Some(1), "duplicate-id", "name"),
+        ("package/deepspeed.toml", Some(2), "inconsistent", "compiles"),
+        ("package/deepspeed.toml", Some(5), "bad-value", "unverified[0]"),
+        (
+            "package/deepspeed.toml",
+            Some(14),
+            "missing-sources",
+            "sources[0].url",
+        ),
+        ("package/example.toml", Some(2), "bad-value", "compiles"),
+        ("package/example.toml", Some(3), "bad-value", "nvcc_match"),
+        ("package/example.toml", Some(4), "unknown-key", "colour"),
+        ("package/example.toml", Some(8), "bad-value", "env[0].role"),
+        (
+            "package/example-missing.toml",
+            Some(1),
+            "missing-key",
+            "needs_torch_at_build",
+        ),
+        ("package/flash_attn.toml", None, "layout", ""),
+        ("package/flash_attn.toml", Some(1), "bad-value", "name"),
+        ("package/mamba-ssm.toml", None, "missing-key", "prebuilt"),
+        ("package/xformers.toml", None, "missing-sources", "sources"),
+        ("package/xformers.toml", Some(3), "inconsistent", "prebuilt"),
+        ("package/xformers.toml", Some(4), "inconsistent", "jit"),
+    ];
+    for (file, line, kind, key) in planted {
+        assert!(
+            problems.contains(&(file.to_string(), *line, kind.to_string(), key.to_string())),
+            "not reported: {file}:{line:?} {kind} {key}\nreported: {problems:#?}"
+        );
+    }
+    assert_eq!(
+        problems.len(),
+        planted.len(),
+        "unexpected extra problems: {problems:#?}"
+    );
+    // Every spelling of a name is the same project: the message names the normalized one.
+    let human = gpuenv(&["db", "lint", "--db", dir.to_str().unwrap()]);
+    assert!(
+        human.stdout.lines().any(|l| l
+            == "package/flash_attn.toml:1: bad-value: `name`: write the name PEP 503 normalized, \
+                `flash-attn`: every spelling of it is matched"),
+        "{}",
+        human.stdout
+    );
+}
+
+#[test]
+fn package_records_are_found_by_any_spelling_of_the_name() {
+    for name in ["flash-attn", "flash_attn", "Flash.Attn", "FLASH-ATTN"] {
+        let run = gpuenv(&["show", "package", name, "--json"]);
+        assert_eq!(run.code, 0, "{name}: {}", run.stderr);
+        let doc = json(&run);
+        assert_eq!(doc["kind"], "package");
+        assert_eq!(doc["name"], "flash-attn");
+        assert_eq!(doc["compiles"], "unless-prebuilt");
+        assert_eq!(doc["needs_torch_at_build"], true);
+        assert!(doc["sources"].as_array().is_some_and(|s| !s.is_empty()));
+    }
+    let run = gpuenv(&["show", "package", "flash-atn"]);
+    assert_eq!(run.code, 2);
+    assert!(
+        run.stderr
+            .contains("no package record named `flash-atn`; did you mean `flash-attn`?"),
+        "{}",
+        run.stderr
+    );
+    let list = gpuenv(&["db", "list", "package"]);
+    assert_eq!(list.code, 0, "{}", list.stderr);
+    for name in [
+        "apex",
+        "causal-conv1d",
+        "deepspeed",
+        "flash-attn",
+        "mamba-ssm",
+        "xformers",
+    ] {
+        assert!(
+            list.stdout.lines().any(|l| l.starts_with(name)),
+            "{name} not listed:\n{}",
+            list.stdout
+        );
+    }
 }

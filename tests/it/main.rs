@@ -6,6 +6,7 @@ mod containers;
 mod daemon;
 mod db;
 mod doctor;
+mod extensions;
 mod image;
 mod image_build;
 mod query;
