@@ -521,7 +521,12 @@ fn dispatch(cli: &Cli, out: &mut dyn Write) -> Result<Exit, CliError> {
         Command::Show(args) => {
             let db = open_db(&cli.db)?;
             let found: Found<'_> = db.find(args.kind.into(), &args.name)?;
-            report::show(out, found, args.json)?;
+            // A GPU name may cover several records: say which one is shown, and why.
+            let why = match found {
+                Found::Gpu(_) => db.gpu_match(&args.name).ok().and_then(|m| m.why),
+                _ => None,
+            };
+            report::show(out, found, why.as_deref(), args.json)?;
             Ok(Exit::Ok)
         }
     }

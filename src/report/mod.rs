@@ -147,7 +147,9 @@ fn collect_sources(v: &Value, acc: &mut Vec<(String, Option<String>)>) {
 }
 
 /// `gpuenv show`: one record with its sources.
-pub fn show(out: &mut dyn Write, found: Found<'_>, json_out: bool) -> io::Result<()> {
+/// `note`: how the name was read when it names more than one record (a GPU name such as
+/// `A100`), printed under the title.
+pub fn show(out: &mut dyn Write, found: Found<'_>, note: Option<&str>, json_out: bool) -> io::Result<()> {
     if json_out {
         return write_json(out, &show_json(found));
     }
@@ -162,6 +164,9 @@ pub fn show(out: &mut dyn Write, found: Found<'_>, json_out: bool) -> io::Result
         found.kind(),
         fields.get("id").map(scalar).unwrap_or_default()
     )?;
+    if let Some(n) = note {
+        writeln!(out, "  read: {n}")?;
+    }
     write_fields(out, fields, "  ")?;
     let mut sources = Vec::new();
     collect_sources(&value, &mut sources);

@@ -186,7 +186,17 @@ fn a_name_covering_several_records_says_which_one_the_query_used() {
         "{}",
         run.stdout
     );
+    // show says the same of the record it shows.
+    let run = gpuenv(&["show", "gpu", "A100"]);
+    assert!(
+        run.stdout
+            .starts_with("A100 80GB SXM  [gpu a100-80gb-sxm]\n  read: `A100` names 4 GPUs"),
+        "{}",
+        run.stdout
+    );
     // One record, nothing to explain.
+    let run = gpuenv(&["show", "gpu", "A100 80G SXM4"]);
+    assert!(!run.stdout.contains("read:"), "{}", run.stdout);
     let (_, doc) = query(&["--gpu", "A100 80G SXM4"]);
     assert_eq!(doc["readings"], serde_json::json!([]));
 }
