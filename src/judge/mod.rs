@@ -128,25 +128,36 @@ pub fn host_gpus(db: &Db, host: &HostReport) -> (Vec<GpuAsk>, Vec<String>) {
 /// driver, or a driver that sees no GPU. Absence found by a probe is a fact, unlike a
 /// fact that is merely unknown.
 pub fn no_cuda_device(host: &HostReport) -> Option<String> {
-    let failure = match &host.gpu_failure {
-        Some(SmiFailure::DriverLibraryMismatch { .. }) => {
-            Some("the NVIDIA driver's library and its kernel module differ (reboot after the driver upgrade)")
-        }
-        Some(SmiFailure::NoDriver) => Some("no NVIDIA kernel module is loaded"),
-        Some(SmiFailure::NoDevices) => Some("the driver finds no GPU"),
-        _ => None,
-    };
-    match (host.driver.is_some(), host.gpus.is_empty()) {
-        (false, _) => Some(match failure {
-            Some(f) => format!("this host has no working NVIDIA driver: {f}"),
-            None => "no NVIDIA driver was found on this host".to_string(),
-        }),
-        (true, true) => Some(match failure {
-            Some(f) => format!("no GPU is usable on this host: {f}"),
-            None => "no NVIDIA GPU is visible on this host".to_string(),
-        }),
-        (true, false) => None,
+    gpu_unusable(host)
+}
+
+/// Why no GPU is usable on a host, as a clause (`the NVIDIA kernel module is not loaded`),
+/// when its probes found no driver or no GPU; `None` when it has both. The first failure in
+/// the chain module, user-space driver, NVML/nvidia-smi, devices is named.
+pub fn gpu_unusable(host: &HostReport) -> Option<String> {
+    if host.driver.is_some() && !host.gpus.is_empty() {
+        return None;
     }
+    Some(if mismatch_reported(host) {
+        let (user, module) = mismatch_versions(host);
+        format!(
+            "a driver library/module mismatch (user space {}, kernel module {}): reboot or reload the nvidia kernel modules",
+            user.unwrap_or_else(|| "unknown".into()),
+            module.unwrap_or_else(|| "unknown".into())
+        )
+    } else {
+        match (&host.gpu_failure, &host.kernel_module) {
+            (Some(SmiFailure::NoDriver), _) => "the NVIDIA kernel module is not loaded".to_string(),
+            (Some(SmiFailure::NoDevices), _) => "the driver finds no GPU".to_string(),
+            (Some(SmiFailure::Other { message }), _) => format!("nvidia-smi failed: {message}"),
+            (_, Some(k)) if !host.driver.as_ref().is_some_and(|d| is_user_space(&d.source)) => format!(
+                "the driver's user-space libraries are missing (only the kernel module {} is loaded)",
+                k.value.version
+            ),
+            (_, Some(_)) => "the driver lists no GPU".to_string(),
+            (_, None) => "this machine has no NVIDIA driver or GPU".to_string(),
+        }
+    })
 }
 
 /// The machine facts of a host as a resolver query (GPUs, driver, glibc, nvcc, and the
@@ -488,15 +499,10 @@ fn no_gpu_cause(host: &HostReport) -> String {
         } else {
             "NVML"
         };
-        let module = host.kernel_module.as_ref().map(|k| k.value.version.to_string());
-        let user = user_space_versions(host);
-        let shown = user
-            .iter()
-            .find(|(v, _)| module.as_deref().is_none_or(|m| !same_driver(v, m)))
-            .or(user.first());
+        let (shown, module) = mismatch_versions(host);
         return format!(
             "{who}: Driver/library version mismatch: the user-space driver{} differs from the loaded kernel module{}; {RELOAD}",
-            shown.map(|(v, _)| format!(" ({v})")).unwrap_or_default(),
+            shown.map(|v| format!(" ({v})")).unwrap_or_default(),
             module.map(|m| format!(" ({m})")).unwrap_or_default()
         );
     }
@@ -514,37 +520,23 @@ fn no_gpu_cause(host: &HostReport) -> String {
     }
 }
 
-/// [`no_gpu_cause`] in a clause, for the checks that fail because no GPU is usable.
+/// [`gpu_unusable`] in a sentence, for the checks that fail because no GPU is usable.
 fn no_gpu_because(host: &HostReport) -> String {
-    let why = if mismatch_reported(host) {
-        let module = host.kernel_module.as_ref().map(|k| k.value.version.to_string());
-        let user = user_space_versions(host);
-        let shown = user
-            .iter()
-            .find(|(v, _)| module.as_deref().is_none_or(|m| !same_driver(v, m)))
-            .or(user.first());
-        format!(
-            "a driver library/module mismatch (user space{}, kernel module{}): reboot or reload the nvidia kernel modules",
-            shown
-                .map(|(v, _)| format!(" {v}"))
-                .unwrap_or_else(|| " unknown".into()),
-            module
-                .map(|m| format!(" {m}"))
-                .unwrap_or_else(|| " unknown".into())
-        )
-    } else {
-        match (&host.gpu_failure, &host.kernel_module) {
-            (Some(SmiFailure::NoDriver), _) => "the NVIDIA kernel module is not loaded".to_string(),
-            (Some(SmiFailure::NoDevices), _) => "the driver finds no GPU".to_string(),
-            (Some(SmiFailure::Other { message }), _) => format!("nvidia-smi failed: {message}"),
-            (_, Some(k)) => format!(
-                "the driver's user-space libraries are missing (only the kernel module {} is loaded)",
-                k.value.version
-            ),
-            (_, None) => "this machine has no NVIDIA driver or GPU".to_string(),
-        }
-    };
+    let why = gpu_unusable(host).unwrap_or_else(|| "this machine has no NVIDIA driver or GPU".to_string());
     format!("no GPU is usable: {why} (see gpus-visible)")
+}
+
+/// On a mismatch: the user-space version that differs from the module (or the first one
+/// read), and the module's.
+fn mismatch_versions(host: &HostReport) -> (Option<String>, Option<String>) {
+    let module = host.kernel_module.as_ref().map(|k| k.value.version.to_string());
+    let user = user_space_versions(host);
+    let shown = user
+        .iter()
+        .find(|(v, _)| module.as_deref().is_none_or(|m| !same_driver(v, m)))
+        .or(user.first())
+        .map(|(v, _)| v.clone());
+    (shown, module)
 }
 
 /// The user-space driver against the loaded kernel module. It passes only when a

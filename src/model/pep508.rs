@@ -206,29 +206,42 @@ pub fn linux_marker_may_hold(marker: Option<&str>, machine: &str, python: Option
         None => ANY_PYTHON.to_vec(),
     };
     pythons.iter().any(|python| {
-        let release: Vec<&str> = python.split('.').collect();
-        let (short, full) = match release.as_slice() {
-            [major, minor] => (format!("{major}.{minor}"), format!("{major}.{minor}.0")),
-            [major, minor, _, ..] => (format!("{major}.{minor}"), python.to_string()),
-            _ => return true,
-        };
-        let Ok(environment) = pep508_rs::MarkerEnvironment::try_from(pep508_rs::MarkerEnvironmentBuilder {
-            implementation_name: "cpython",
-            implementation_version: &full,
-            os_name: "posix",
-            platform_machine: machine,
-            platform_python_implementation: "CPython",
-            platform_release: "",
-            platform_system: "Linux",
-            platform_version: "",
-            python_full_version: &full,
-            python_version: &short,
-            sys_platform: "linux",
-        }) else {
+        let Some(environment) = linux_cpython(python, machine) else {
             return true;
         };
         requirement.marker.evaluate(&environment, &[])
     })
+}
+
+/// The marker environment of CPython `python` (`3.11`, `3.11.4`) on Linux `machine`
+/// (`x86_64`, `aarch64`): the one platform gpuenv answers for. A `major.minor` Python is
+/// taken to be `major.minor.0`.
+pub fn linux_cpython(python: &str, machine: &str) -> Option<pep508_rs::MarkerEnvironment> {
+    let python = python.trim();
+    let version = python.parse::<pep508_rs::pep440_rs::Version>().ok()?;
+    let release = version.release();
+    let major = *release.first()?;
+    let minor = release.get(1).copied().unwrap_or(0);
+    let short = format!("{major}.{minor}");
+    let full = if release.len() >= 3 {
+        python.to_string()
+    } else {
+        format!("{short}.0")
+    };
+    pep508_rs::MarkerEnvironment::try_from(pep508_rs::MarkerEnvironmentBuilder {
+        implementation_name: "cpython",
+        implementation_version: &full,
+        os_name: "posix",
+        platform_machine: machine,
+        platform_python_implementation: "CPython",
+        platform_release: "",
+        platform_system: "Linux",
+        platform_version: "",
+        python_full_version: &full,
+        python_version: &short,
+        sys_platform: "linux",
+    })
+    .ok()
 }
 
 /// pep508's reason without its drawn underline (whose rendering can also assert on odd

@@ -30,7 +30,7 @@
 
 use std::str::FromStr;
 
-use pep508_rs::{MarkerEnvironment, MarkerEnvironmentBuilder, MarkerTree, VersionOrUrl};
+use pep508_rs::{MarkerEnvironment, MarkerTree, VersionOrUrl};
 use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
@@ -951,34 +951,9 @@ pub fn marker_applies(marker: Option<&MarkerTree>, python: &str) -> bool {
     marker.evaluate(&environment, &[])
 }
 
-/// The marker environment of CPython `python` on a Linux x86_64 host. `3.11` is taken to
-/// be `3.11.0`; `3.11.4` is kept as is.
+/// The environment of CPython `python` on Linux x86_64, the platform gpuenv answers for.
 fn linux_cpython(python: &str) -> Option<MarkerEnvironment> {
-    let python = python.trim();
-    let version = python.parse::<Version>().ok()?;
-    let release = version.release();
-    let major = *release.first()?;
-    let minor = release.get(1).copied().unwrap_or(0);
-    let short = format!("{major}.{minor}");
-    let full = if release.len() >= 3 {
-        python.to_string()
-    } else {
-        format!("{short}.0")
-    };
-    MarkerEnvironment::try_from(MarkerEnvironmentBuilder {
-        implementation_name: "cpython",
-        implementation_version: &full,
-        os_name: "posix",
-        platform_machine: "x86_64",
-        platform_python_implementation: "CPython",
-        platform_release: "",
-        platform_system: "Linux",
-        platform_version: "",
-        python_full_version: &full,
-        python_version: &short,
-        sys_platform: "linux",
-    })
-    .ok()
+    pep508::linux_cpython(python, "x86_64")
 }
 
 #[cfg(test)]

@@ -108,7 +108,8 @@ pub struct Query {
     /// The nvcc on the host, when known (host checks).
     pub nvcc: Option<CudaVersion>,
     /// Set when it is a *fact* that the machine has no usable NVIDIA GPU or driver (a probed
-    /// host with none), saying what was found: no CUDA build can run there. Not set when
+    /// host with none), saying why as a clause (`the NVIDIA kernel module is not loaded`):
+    /// no CUDA build can run there. Not set when
     /// the GPU or driver is merely not given (a pre-order query).
     pub no_cuda_device: Option<String>,
     /// Today, for end-of-life warnings.

@@ -175,7 +175,7 @@ fn eval_build(
             finding(
                 "no-cuda-device",
                 Severity::Incompatible,
-                format!("torch {name} is a CUDA build, and {why}: it cannot run on the GPU here (a CPU build, --cuda cpu, runs)"),
+                format!("torch {name} is a CUDA build, and no GPU is usable here: {why}. A CPU build (--cuda cpu) runs"),
             )
             .fact("machine", why),
         );

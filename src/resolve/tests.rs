@@ -588,7 +588,7 @@ fn an_installed_build_is_judged_whatever_its_variant() {
     assert_eq!(cuda.status, Status::Compatible);
     // On a machine found to have no GPU, the CUDA build fails and the CPU build does not.
     let none = Query {
-        no_cuda_device: Some("no NVIDIA driver was found on this host".into()),
+        no_cuda_device: Some("this machine has no NVIDIA driver or GPU".into()),
         ..Query::default()
     };
     let cuda = judge_installed(db, &none, &installed("2.5.1+cu124", Some("12.4"))).unwrap();

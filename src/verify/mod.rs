@@ -285,55 +285,32 @@ impl Target {
             driver: host.driver.as_ref().map(|d| d.value.clone()),
             driver_cuda: host.driver_cuda.as_ref().map(|c| c.value.clone()),
             gpus,
-            no_driver: host.driver.is_none().then(|| no_driver(host)),
-            no_gpu: host.gpus.is_empty().then(|| no_gpu(host)),
+            // One reason serves both: the first failure in the chain driver, devices.
+            no_driver: host
+                .driver
+                .is_none()
+                .then(|| crate::judge::gpu_unusable(host))
+                .flatten(),
+            no_gpu: host
+                .gpus
+                .is_empty()
+                .then(|| crate::judge::gpu_unusable(host))
+                .flatten(),
             unknown_gpus,
             overrides: host.overrides.clone(),
             readings: Vec::new(),
         }
     }
 
-    /// What the target lacks of what a CUDA build needs, as a phrase (`no GPU (...)`);
-    /// `None` when no lack was found.
+    /// Why no GPU is usable on the target, as a clause (`the NVIDIA kernel module is not
+    /// loaded`); `None` when no lack was found.
     fn lacks(&self) -> Option<String> {
         match (&self.no_driver, &self.no_gpu) {
+            (Some(d), Some(g)) if d == g => Some(d.clone()),
             (Some(d), Some(g)) => Some(format!("{d} and {g}")),
             (Some(x), None) | (None, Some(x)) => Some(x.clone()),
             (None, None) => None,
         }
-    }
-}
-
-/// Why a host has no driver version, as a phrase.
-fn no_driver(host: &HostReport) -> String {
-    match &host.kernel_module {
-        Some(k) => format!(
-            "no user-space NVIDIA driver (the kernel module {} is loaded, but neither NVML nor nvidia-smi answers)",
-            k.value.version
-        ),
-        None => "no NVIDIA driver (no NVML, no nvidia-smi, no /proc/driver/nvidia/version)".into(),
-    }
-}
-
-/// Why a host shows no GPU, as a phrase.
-fn no_gpu(host: &HostReport) -> String {
-    use crate::host::SmiFailure;
-    match &host.gpu_failure {
-        Some(SmiFailure::DriverLibraryMismatch { .. }) => {
-            "no GPU it can use (nvidia-smi: \"Driver/library version mismatch\", a driver upgraded without a reboot)".into()
-        }
-        Some(SmiFailure::NoDriver) => {
-            "no GPU it can use (nvidia-smi cannot communicate with the NVIDIA driver: no kernel module is loaded)".into()
-        }
-        Some(SmiFailure::NoDevices) => "no GPU (the driver finds none)".into(),
-        Some(SmiFailure::Other { message }) => format!("no GPU it can list (nvidia-smi failed: {message})"),
-        Some(SmiFailure::NotFound) | None => match &host.kernel_module {
-            Some(k) => format!(
-                "no GPU it can list (the NVIDIA kernel module {} is loaded, but neither NVML nor nvidia-smi answers)",
-                k.value.version
-            ),
-            None => "no NVIDIA GPU (neither NVML nor nvidia-smi is there)".into(),
-        },
     }
 }
 
@@ -907,7 +884,7 @@ fn judge_target(
                 findings.push(finding(
                     "image-target-no-gpu",
                     Severity::Incompatible,
-                    format!("torch {version} is {build}, but {on} has {lacks}: it cannot use a GPU there"),
+                    format!("torch {version} is {build}, but no GPU is usable on {on} ({lacks}): it cannot use a GPU there"),
                 ));
             }
         }
@@ -917,7 +894,7 @@ fn judge_target(
                     "image-target-no-gpu",
                     Severity::Incompatible,
                     format!(
-                        "the image is built on CUDA {cuda} ({source}), but {on} has {lacks}: nothing in it can use a GPU there"
+                        "the image is built on CUDA {cuda} ({source}), but no GPU is usable on {on} ({lacks}): nothing in it can use a GPU there"
                     ),
                 ));
             }
