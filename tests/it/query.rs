@@ -2,22 +2,7 @@
 
 use serde_json::Value;
 
-use crate::support::{gpuenv, json};
-
-/// Runs `gpuenv query ARGS --json --all` and returns (exit code, document).
-fn query(args: &[&str]) -> (i32, Value) {
-    let mut a = vec!["query"];
-    a.extend_from_slice(args);
-    a.extend_from_slice(&["--json", "--all"]);
-    let run = gpuenv(&a);
-    assert!(
-        run.code == 0 || run.code == 1,
-        "exit {}: {}",
-        run.code,
-        run.stderr
-    );
-    (run.code, json(&run))
-}
+use crate::support::{gpuenv, query};
 
 /// The stack of a build on a Python.
 fn stack<'a>(doc: &'a Value, torch: &str, variant: &str, python: &str) -> &'a Value {

@@ -4,22 +4,7 @@
 
 use serde_json::Value;
 
-use crate::support::{fixture, gpuenv, gpuenv_env, json, root};
-
-/// `gpuenv query ARGS --json --all`: (exit code, document); exit 0 or 1 only.
-fn query(args: &[&str]) -> (i32, Value) {
-    let mut a = vec!["query"];
-    a.extend_from_slice(args);
-    a.extend_from_slice(&["--json", "--all"]);
-    let run = gpuenv(&a);
-    assert!(
-        run.code == 0 || run.code == 1,
-        "{args:?}: exit {}: {}",
-        run.code,
-        run.stderr
-    );
-    (run.code, json(&run))
-}
+use crate::support::{fixture, gpuenv, gpuenv_env, json, query, root};
 
 /// The GPUs and driver of a query as its header says them.
 fn header(args: &[&str]) -> String {

@@ -68,6 +68,22 @@ pub fn gpuenv(args: &[&str]) -> Run {
     gpuenv_in(&root(), args)
 }
 
+/// Runs `gpuenv query ARGS --json --all`, which must answer (exit 0 or 1): the exit code
+/// and the document.
+pub fn query(args: &[&str]) -> (i32, serde_json::Value) {
+    let mut a = vec!["query"];
+    a.extend_from_slice(args);
+    a.extend_from_slice(&["--json", "--all"]);
+    let run = gpuenv(&a);
+    assert!(
+        run.code == 0 || run.code == 1,
+        "{args:?}: exit {}: {}",
+        run.code,
+        run.stderr
+    );
+    (run.code, json(&run))
+}
+
 /// Parses stdout as JSON.
 pub fn json(run: &Run) -> serde_json::Value {
     serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}", run.stdout))
