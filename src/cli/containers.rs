@@ -134,7 +134,7 @@ fn plan(
     let (needs, requirement_files) = project.read_with_files()?;
     let from_project = needs.local_paths.clone();
     super::stack::add_to_query(&db, needs, &mut q);
-    let answer = resolve::resolve(&*db, &q)?;
+    let answer = resolve::resolve(&*db, &q);
     let chosen = best_stack(answer)?;
     let release = db
         .torch
@@ -323,7 +323,7 @@ pub(super) fn pull(db_dir: &Option<PathBuf>, args: &PullArgs, out: &mut dyn Writ
             let db = open_db(db_dir)?;
             let mut q = args.stack.to_query(&db)?;
             args.project.apply(&db, &mut q)?;
-            let answer = resolve::resolve(&*db, &q)?;
+            let answer = resolve::resolve(&*db, &q);
             let verdict = answer.verdict;
             let stacks = answer.stacks;
             if !stacks.iter().any(|s| s.status != Status::Incompatible) {

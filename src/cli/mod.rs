@@ -239,7 +239,8 @@ struct CheckArgs {
     /// project needs, as in `query`).
     #[arg(long, value_name = "PATH")]
     python_path: Vec<String>,
-    /// The GPU model ordered.
+    /// The GPU model ordered, as the listing wrote it (`A100`: any A100 record passes;
+    /// `8x H800` also asks for the count).
     #[arg(long, value_name = "NAME")]
     expect_gpu: Option<String>,
     /// How many GPUs were ordered.
@@ -248,7 +249,8 @@ struct CheckArgs {
     /// Memory per GPU ordered, as sold: GB (80), or with a unit (80GB, 81920MiB).
     #[arg(long, value_name = "GB", allow_hyphen_values = true)]
     expect_gpu_memory: Option<String>,
-    /// The driver promised: a specifier (`>=535`).
+    /// The driver promised: a branch (`535`, `R535`: any 535.x release), a version, or a
+    /// requirement (`>=535.104.05`, `>=535,<560`).
     #[arg(long, value_name = "SPEC")]
     expect_driver: Option<String>,
     /// Logical CPUs ordered.
@@ -471,7 +473,7 @@ fn dispatch(cli: &Cli, out: &mut dyn Write) -> Result<Exit, CliError> {
             let db = open_db(&cli.db)?;
             let mut q = args.stack.to_query(&db)?;
             args.project.apply(&db, &mut q)?;
-            let answer = resolve::resolve(&*db, &q)?;
+            let answer = resolve::resolve(&*db, &q);
             let opts = report::QueryOpts {
                 json: args.json,
                 all: args.all,
@@ -489,7 +491,7 @@ fn dispatch(cli: &Cli, out: &mut dyn Write) -> Result<Exit, CliError> {
             let mut q = args.stack.to_query(&db)?;
             args.project.apply(&db, &mut q)?;
             q.want_graph = true;
-            let answer = resolve::resolve(&*db, &q)?;
+            let answer = resolve::resolve(&*db, &q);
             let graph = answer.graph.expect("a graph was asked for");
             out.write_all(graph.to_dot().as_bytes())?;
             Ok(Exit::Ok)
@@ -671,7 +673,7 @@ fn check(cli: &Cli, args: &CheckArgs, out: &mut dyn Write) -> Result<Exit, CliEr
             ));
         }
     }
-    let answer = resolve::resolve(&*db, &q)?;
+    let answer = resolve::resolve(&*db, &q);
     let opts = report::QueryOpts {
         json: args.json,
         all: false,

@@ -203,7 +203,7 @@ mod tests {
             python: python.map(String::from),
             ..StackArgs::default()
         };
-        resolve::resolve(db, &args.to_query(db).unwrap()).unwrap().stacks
+        resolve::resolve(db, &args.to_query(db).unwrap()).stacks
     }
 
     #[test]
@@ -292,7 +292,7 @@ mod tests {
             driver: Some("550.54.14".into()),
             ..StackArgs::default()
         };
-        let all = resolve::resolve(db, &args.to_query(db).unwrap()).unwrap().stacks;
+        let all = resolve::resolve(db, &args.to_query(db).unwrap()).stacks;
         let p = prebuilt(&all, &db.images, false).unwrap().unwrap();
         let (best, taken) = (&all[p.query_best], &all[p.stack]);
         assert!(best.torch != taken.torch || best.variant != taken.variant);

@@ -16,7 +16,7 @@ fn stack(torch: &str, python: &str, gpu: Option<&str>) -> (Stack, TorchRelease) 
         ..StackArgs::default()
     };
     let q = args.to_query(db).unwrap();
-    let answer = resolve::resolve(db, &q).unwrap();
+    let answer = resolve::resolve(db, &q);
     let s = answer
         .stacks
         .into_iter()

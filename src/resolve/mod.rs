@@ -341,7 +341,7 @@ impl Answer {
     }
 }
 
-/// A query that cannot be answered as asked: pins that no build satisfies together.
+/// An installed torch that cannot be judged (its version or CUDA does not read).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
 pub struct QueryError(pub String);
@@ -352,15 +352,16 @@ pub fn verdicts(ix: &Index<'_>, q: &Query) -> Vec<rules::Verdict> {
     rules::verdicts(ix, q)
 }
 
-/// Answers a query.
-pub fn resolve(cat: &dyn Catalog, q: &Query) -> Result<Answer, QueryError> {
+/// Answers a query. A question no build answers is an answer too: incompatible, with
+/// findings saying why ([`Answer::findings`]).
+pub fn resolve(cat: &dyn Catalog, q: &Query) -> Answer {
     resolve_with(&Index::new(cat), q)
 }
 
 /// Answers a query over an index built once (for many queries on one database).
-pub fn resolve_with(ix: &Index<'_>, q: &Query) -> Result<Answer, QueryError> {
+pub fn resolve_with(ix: &Index<'_>, q: &Query) -> Answer {
     let mut graph = q.want_graph.then(graph::Graph::default);
-    let stacks = rules::search(ix, q, graph.as_mut())?;
+    let stacks = rules::search(ix, q, graph.as_mut());
     let verdict = stacks.first().map_or(Status::Incompatible, |s| s.status);
     let findings = if stacks.is_empty() {
         rules::no_build_findings(ix, q)
@@ -374,13 +375,13 @@ pub fn resolve_with(ix: &Index<'_>, q: &Query) -> Result<Answer, QueryError> {
     } else {
         suggest::suggest(ix, q, verdict)
     };
-    Ok(Answer {
+    Answer {
         verdict,
         stacks,
         suggestions,
         graph,
         findings,
-    })
+    }
 }
 
 #[cfg(test)]
@@ -511,7 +512,7 @@ pub fn judge_installed(cat: &dyn Catalog, q: &Query, installed: &Installed) -> R
         ..Query::default()
     };
     let ix = Index::new(&overlay);
-    let answer = resolve_with(&ix, &machine)?;
+    let answer = resolve_with(&ix, &machine);
     answer
         .stacks
         .into_iter()

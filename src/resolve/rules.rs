@@ -10,7 +10,7 @@ use super::index::{CudaLine, Index};
 use super::input::marker_applies;
 use std::sync::Arc;
 
-use super::{CudaAsk, Finding, Findings, Needs, Query, QueryError, Rank, Severity, Stack, Status};
+use super::{CudaAsk, Finding, Findings, Needs, Query, Rank, Severity, Stack, Status};
 use crate::db::{BranchType, Gpu, Segment, TorchRelease, TorchVariant};
 use crate::model::{ArchSuffix, ComputeCapability, CudaVersion, DriverVersion, PythonTag, Variant, Version};
 
@@ -1146,13 +1146,8 @@ pub(crate) fn preferred_python<'b>(ix: &Index<'_>, q: &Query, b: &'b BuildEntry<
 }
 
 /// Enumerates and evaluates every candidate stack, best first.
-pub(crate) fn search(
-    ix: &Index<'_>,
-    q: &Query,
-    mut graph: Option<&mut Graph>,
-) -> Result<Vec<Stack>, QueryError> {
+pub(crate) fn search(ix: &Index<'_>, q: &Query, mut graph: Option<&mut Graph>) -> Vec<Stack> {
     let mut stacks = Vec::new();
-    let mut builds_matching_pins = 0usize;
     let dcuda = q
         .driver
         .as_ref()
@@ -1160,7 +1155,6 @@ pub(crate) fn search(
     for b in ix.builds() {
         let (rel, v) = (b.rel, b.v);
         let Some(mask) = allowed(q, b) else { continue };
-        builds_matching_pins += 1;
         let name = build_name(rel, v);
         let eval = eval_build(ix, q, rel, v, dcuda.as_deref(), graph.as_deref_mut());
         let mut shared = eval.findings;
@@ -1274,10 +1268,9 @@ pub(crate) fn search(
             stacks.push(mk(t.py.clone(), own, (class, t.tag.major, t.tag.minor), install));
         }
     }
-    // No build matches: an answer (incompatible, with why and what exists), not an error.
-    let _ = builds_matching_pins;
+    // No build matching: an empty list, which `resolve` answers with why and what exists.
     stacks.sort_by(|a, b| a.rank.cmp(&b.rank));
-    Ok(stacks)
+    stacks
 }
 
 /// Why no build matches what was asked, as findings of the whole answer: always

@@ -184,7 +184,7 @@ fn ptx_jit_on_a_newer_major() {
         driver: Some("570.26".parse().unwrap()),
         ..Query::default()
     };
-    let a = resolve(&db, &q).unwrap();
+    let a = resolve(&db, &q);
     assert_eq!(a.verdict, Status::Conditional);
     assert!(codes_of(&a).contains(&"gpu-ptx-jit"));
 }
@@ -203,7 +203,7 @@ fn ptx_jit_is_not_available_under_minor_version_compatibility() {
         driver: Some("550.54.14".parse().unwrap()),
         ..Query::default()
     };
-    let a = resolve(&db, &q).unwrap();
+    let a = resolve(&db, &q);
     assert!(
         codes_of(&a).contains(&"driver-minor-version-compat"),
         "{:?}",
@@ -219,7 +219,7 @@ fn ptx_jit_is_not_available_under_minor_version_compatibility() {
         driver: Some("560.28.03".parse().unwrap()),
         ..Query::default()
     };
-    let a = resolve(&db2, &q).unwrap();
+    let a = resolve(&db2, &q);
     assert_eq!(a.verdict, Status::Incompatible);
     assert!(
         codes_of(&a).contains(&"ptx-jit-needs-newer-driver"),
@@ -236,12 +236,12 @@ fn arch_specific_sass_runs_only_on_its_arch() {
         gpus: vec![ask(gpu("H100", "9.0", Segment::Datacenter))],
         ..Query::default()
     };
-    assert_eq!(resolve(&db, &hopper).unwrap().verdict, Status::Compatible);
+    assert_eq!(resolve(&db, &hopper).verdict, Status::Compatible);
     let blackwell = Query {
         gpus: vec![ask(gpu("B200", "10.0", Segment::Datacenter))],
         ..Query::default()
     };
-    assert_eq!(resolve(&db, &blackwell).unwrap().verdict, Status::Incompatible);
+    assert_eq!(resolve(&db, &blackwell).verdict, Status::Incompatible);
 }
 
 #[test]
@@ -252,13 +252,13 @@ fn nvcc_on_the_host_must_match_the_major() {
         nvcc: Some("11.8".parse().unwrap()),
         ..Query::default()
     };
-    let a = resolve(&db, &q).unwrap();
+    let a = resolve(&db, &q);
     assert!(codes_of(&a).contains(&"nvcc-major-mismatch"));
     let q = Query {
         nvcc: Some("12.4".parse().unwrap()),
         ..Query::default()
     };
-    let a = resolve(&db, &q).unwrap();
+    let a = resolve(&db, &q);
     assert_eq!(a.verdict, Status::Compatible);
     assert!(codes_of(&a).contains(&"nvcc-minor-mismatch"));
 }
@@ -285,7 +285,7 @@ fn a_package_that_needs_torchs_exact_cuda_refuses_another_minor_on_the_host() {
         extensions_from: vec![apex(true)],
         ..Query::default()
     };
-    let a = resolve(&db, &q).unwrap();
+    let a = resolve(&db, &q);
     assert_eq!(a.verdict, Status::Incompatible);
     let f = a.stacks[0]
         .findings
@@ -306,7 +306,7 @@ fn a_package_that_needs_torchs_exact_cuda_refuses_another_minor_on_the_host() {
         extensions_from: vec![apex(false)],
         ..q
     };
-    let a = resolve(&db, &q).unwrap();
+    let a = resolve(&db, &q);
     assert_eq!(a.verdict, Status::Compatible);
     assert!(codes_of(&a).contains(&"nvcc-minor-mismatch"));
     assert!(verdicts(&ix, &q).iter().all(|v| v.status == Status::Compatible));
@@ -316,7 +316,7 @@ fn a_package_that_needs_torchs_exact_cuda_refuses_another_minor_on_the_host() {
         extensions_from: vec![apex(true)],
         ..q
     };
-    assert_eq!(resolve(&db, &q).unwrap().verdict, Status::Compatible);
+    assert_eq!(resolve(&db, &q).verdict, Status::Compatible);
 }
 
 #[test]
@@ -328,7 +328,7 @@ fn an_unknown_branch_assumes_the_nearest_older() {
         driver: Some("575.51.03".parse().unwrap()),
         ..Query::default()
     };
-    let a = resolve(&db, &q).unwrap();
+    let a = resolve(&db, &q);
     assert!(codes_of(&a).contains(&"driver-branch-unknown"));
     assert_eq!(a.verdict, Status::Compatible);
 }
@@ -486,7 +486,7 @@ proptest! {
 
     #[test]
     fn search_agrees_with_the_oracle(db in arb_db(), q in arb_query()) {
-        let answer = resolve(&db, &q).unwrap();
+        let answer = resolve(&db, &q);
         // Every (build, Python) the oracle enumerates, with its verdict.
         let mut expected = Vec::new();
         for rel in &db.torch {
