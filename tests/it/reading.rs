@@ -612,3 +612,33 @@ fn acceptance_reads_driver_branches_and_prints_versions_as_written() {
         assert_eq!(doc["acceptance"][0]["pass"], true, "{line}: {doc:#}");
     }
 }
+
+#[test]
+fn a_huge_count_is_refused_at_once_in_every_place_it_is_read() {
+    use crate::support::{assert_bounded, gpuenv_command, run_bounded};
+    let deadline = std::time::Duration::from_secs(5);
+    for (args, env) in [
+        (vec!["query", "--gpu", "H100x99999999"], vec![]),
+        (
+            vec!["doctor", "--host-facts", "H"],
+            vec![("GPUENV_GPUS", "H100x99999999")],
+        ),
+        (
+            vec!["doctor", "--host-facts", "H"],
+            vec![("GPUENV_GPUS", "H100x0")],
+        ),
+        (
+            vec!["verify", "docker-archive:/nonexistent", "--gpu", "99999999x H100"],
+            vec![],
+        ),
+    ] {
+        let h = host("no-gpu");
+        let args: Vec<&str> = args
+            .iter()
+            .map(|a| if *a == "H" { h.as_str() } else { a })
+            .collect();
+        let b = run_bounded(&mut gpuenv_command(&root(), &args, &env), deadline);
+        assert_bounded(&b, deadline, &[2], &format!("{args:?} {env:?}"));
+        assert!(b.run.stdout.is_empty());
+    }
+}

@@ -63,6 +63,102 @@ pub fn run(cmd: &mut Command) -> Run {
     }
 }
 
+/// A run that must end within a deadline and a memory bound: what it printed, how long it
+/// took and the most memory it held.
+pub struct BoundedRun {
+    /// Exit code; 128 + the signal when killed (137 when the deadline's kill ended it).
+    pub run: Run,
+    /// Wall time from start to exit.
+    pub elapsed: std::time::Duration,
+    /// The child's peak resident set (`ru_maxrss`, KiB), measured by the kernel.
+    pub max_rss_kib: u64,
+}
+
+/// Runs `cmd`, killing it when it runs past `kill_after`, and measures its wall time and
+/// its own peak memory (`wait4`'s rusage of that one child, so parallel tests do not mix).
+pub fn run_bounded(cmd: &mut Command, kill_after: std::time::Duration) -> BoundedRun {
+    use std::io::Read;
+    use std::process::Stdio;
+    let start = std::time::Instant::now();
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let pid = child.id() as libc::pid_t;
+    let read = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = r.read_to_end(&mut buf);
+            String::from_utf8_lossy(&buf).into_owned()
+        })
+    };
+    let out = read(Box::new(child.stdout.take().expect("stdout")));
+    let err = read(Box::new(child.stderr.take().expect("stderr")));
+    let mut status: libc::c_int = 0;
+    // SAFETY: rusage is plain data the kernel fills in.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let mut killed = false;
+    loop {
+        // SAFETY: `pid` is our own child, reaped only here (std's `wait` is never called).
+        let r = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
+        if r == pid {
+            break;
+        }
+        assert!(r == 0, "wait4 failed: {}", std::io::Error::last_os_error());
+        if !killed && start.elapsed() > kill_after {
+            // SAFETY: signalling our own child.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            killed = true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let elapsed = start.elapsed();
+    let code = if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else {
+        128 + libc::WTERMSIG(status)
+    };
+    BoundedRun {
+        run: Run {
+            code,
+            stdout: out.join().unwrap_or_default(),
+            stderr: err.join().unwrap_or_default(),
+        },
+        elapsed,
+        max_rss_kib: usage.ru_maxrss as u64,
+    }
+}
+
+/// The memory bound every hostile-input run must stay under.
+pub const MEMORY_BOUND_KIB: u64 = 256 * 1024;
+
+/// Asserts that a bounded run ended by itself within `deadline` (plus a small slack for
+/// start-up and clean-up), with one of the exit codes allowed, under [`MEMORY_BOUND_KIB`].
+pub fn assert_bounded(b: &BoundedRun, deadline: std::time::Duration, codes: &[i32], what: &str) {
+    let slack = std::time::Duration::from_secs(3);
+    assert!(
+        b.elapsed <= deadline + slack,
+        "{what}: took {:?}, deadline {deadline:?} (+{slack:?}); stderr: {}",
+        b.elapsed,
+        b.run.stderr
+    );
+    assert!(
+        codes.contains(&b.run.code),
+        "{what}: exit {} (expected one of {codes:?}); stderr: {}",
+        b.run.code,
+        b.run.stderr
+    );
+    assert!(b.max_rss_kib > 0, "{what}: no memory figure was measured");
+    assert!(
+        b.max_rss_kib <= MEMORY_BOUND_KIB,
+        "{what}: peak memory {} MiB over the bound of {} MiB",
+        b.max_rss_kib / 1024,
+        MEMORY_BOUND_KIB / 1024
+    );
+}
+
 /// Runs `gpuenv ARGS` from the repository root.
 pub fn gpuenv(args: &[&str]) -> Run {
     gpuenv_in(&root(), args)
