@@ -76,6 +76,8 @@ pub struct BoundedRun {
 
 /// Runs `cmd`, killing it when it runs past `kill_after`, and measures its wall time and
 /// its own peak memory (`wait4`'s rusage of that one child, so parallel tests do not mix).
+// The child is reaped by `wait4` below, which also gives its rusage; std's `wait` cannot.
+#[allow(clippy::zombie_processes)]
 pub fn run_bounded(cmd: &mut Command, kill_after: std::time::Duration) -> BoundedRun {
     use std::io::Read;
     use std::process::Stdio;
