@@ -18,6 +18,7 @@
 //! - [`registry`]: the OCI distribution API, without a daemon.
 //! - [`verify`]: an image from any source, judged against its claims and a host.
 //! - [`text`]: cleaning other programs' output.
+//! - [`files`]: files users name: regular files only, within caps; output written atomically.
 //! - [`report`]: the only module that prints.
 //! - [`cli`]: argument parsing and dispatch.
 
@@ -25,6 +26,7 @@ pub mod cli;
 pub mod db;
 pub mod docker;
 pub mod dockerfile;
+pub mod files;
 pub mod host;
 pub mod image;
 pub mod judge;
