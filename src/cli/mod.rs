@@ -603,18 +603,9 @@ fn check(cli: &Cli, args: &CheckArgs, out: &mut dyn Write) -> Result<Exit, CliEr
     let db = open_db(&cli.db)?;
     let mut expect = match &args.order {
         Some(path) => {
-            let text = fs_err::read_to_string(path).map_err(|e| {
-                CliError::Usage(format!(
-                    "cannot read order `{}`: {}",
-                    path.display(),
-                    match e.kind() {
-                        io::ErrorKind::NotFound => "no such file".to_string(),
-                        io::ErrorKind::InvalidData => "not UTF-8 text".to_string(),
-                        _ => e.to_string(),
-                    }
-                ))
-            })?;
-            crate::judge::parse_order(&path.display().to_string(), &text)
+            let text = crate::files::read_text(path, crate::files::limits::ORDER, "order")
+                .map_err(stack::read_error)?;
+            crate::judge::parse_order(&crate::files::shown(path), &text)
                 .map_err(|e| CliError::Usage(e.to_string()))?
         }
         None => crate::judge::Expect::default(),

@@ -7,6 +7,7 @@ use clap::Args;
 
 use super::CliError;
 use crate::db::Db;
+use crate::files::{self, limits};
 use crate::model::{
     DriverVersion, GlibcVersion, PartialDate, Reading, SeriesOf, Variant, VersionSpecifiers, glibc_of_os,
     known_os, local_variant, read_series,
@@ -202,43 +203,73 @@ pub struct ProjectArgs {
     pub pyproject: Option<PathBuf>,
 }
 
-/// How deep `-r` includes may nest before a cycle or a runaway is assumed.
-const MAX_INCLUDE_DEPTH: usize = 16;
-
-fn read_text(path: &std::path::Path) -> Result<String, CliError> {
-    fs_err::read_to_string(path).map_err(|e| {
-        let why = match e.kind() {
-            std::io::ErrorKind::NotFound => "no such file".to_string(),
-            std::io::ErrorKind::PermissionDenied => "permission denied".to_string(),
-            std::io::ErrorKind::InvalidData => "not UTF-8 text".to_string(),
-            _ => e.to_string(),
-        };
-        CliError::Usage(format!("cannot read `{}`: {why}", path.display()))
-    })
+/// A project file's error as the command's: a refused file is bad input, an I/O failure
+/// the environment's.
+pub(super) fn read_error(e: files::ReadError) -> CliError {
+    if e.is_bad_input() {
+        CliError::Usage(e.to_string())
+    } else {
+        CliError::Environment(e.to_string())
+    }
 }
 
+/// What reading a requirements file and its includes has taken so far, against
+/// [`limits::REQUIREMENTS_TOTAL`] and [`limits::REQUIREMENTS_FILES`].
+#[derive(Default)]
+struct Taken {
+    /// Canonical paths read, in the order pip reads them.
+    files: Vec<PathBuf>,
+    bytes: u64,
+}
+
+/// Reads a requirements file and, depth first, every file it includes (`-r`, `-c`), as
+/// pip does; `included` is the line that named it, for messages.
 fn read_requirements(
     path: &std::path::Path,
+    included: Option<&str>,
     depth: usize,
-    seen: &mut Vec<PathBuf>,
+    taken: &mut Taken,
 ) -> Result<ProjectNeeds, CliError> {
     let canonical = fs_err::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-    if seen.contains(&canonical) {
+    if taken.files.contains(&canonical) {
         return Ok(ProjectNeeds::default()); // pip reads a file once, however often it is included
     }
-    if depth > MAX_INCLUDE_DEPTH {
-        return Err(CliError::Usage(format!(
-            "`{}`: requirements includes nest deeper than {MAX_INCLUDE_DEPTH}",
-            path.display()
-        )));
+    let what = "requirements file";
+    // An include's error starts with the line that names it, as a parse error would.
+    let at = |e: CliError| match (included, e) {
+        (Some(origin), CliError::Usage(m)) => CliError::Usage(format!("{origin}: {m}")),
+        (Some(origin), CliError::Environment(m)) => CliError::Environment(format!("{origin}: {m}")),
+        (_, e) => e,
+    };
+    if depth > limits::INCLUDE_DEPTH {
+        return Err(at(CliError::Usage(format!(
+            "refusing {what} `{}`: requirements includes nest deeper than {}",
+            files::shown(path),
+            limits::INCLUDE_DEPTH
+        ))));
     }
-    seen.push(canonical);
-    let text = read_text(path)?;
-    let mut needs = input::parse_requirements(&path.display().to_string(), &text)?;
+    if taken.files.len() >= limits::REQUIREMENTS_FILES {
+        return Err(at(CliError::Usage(format!(
+            "refusing {what} `{}`: a requirements file may include at most {} files",
+            files::shown(path),
+            limits::REQUIREMENTS_FILES
+        ))));
+    }
+    taken.files.push(canonical);
+    let text = files::read_text(path, limits::REQUIREMENTS_FILE, what).map_err(|e| at(read_error(e)))?;
+    taken.bytes += text.len() as u64;
+    if taken.bytes > limits::REQUIREMENTS_TOTAL {
+        return Err(at(CliError::Usage(format!(
+            "refusing {what} `{}`: the requirements files together are larger than {}, the most gpuenv reads",
+            files::shown(path),
+            files::bytes(limits::REQUIREMENTS_TOTAL)
+        ))));
+    }
+    let mut needs = input::parse_requirements(&files::shown(path), &text)?;
     let includes = std::mem::take(&mut needs.includes);
-    for (rel, _origin) in includes {
+    for (rel, origin) in includes {
         let base = path.parent().unwrap_or(std::path::Path::new("."));
-        let child = read_requirements(&base.join(rel), depth + 1, seen)?;
+        let child = read_requirements(&base.join(rel), Some(&origin), depth + 1, taken)?;
         needs.merge(child);
     }
     Ok(needs)
@@ -255,15 +286,15 @@ impl ProjectArgs {
     /// `--requirements`): one reading serves both.
     pub fn read_with_files(&self) -> Result<(ProjectNeeds, Vec<PathBuf>), CliError> {
         let mut needs = ProjectNeeds::default();
-        let mut files = Vec::new();
+        let mut taken = Taken::default();
         if let Some(p) = &self.pyproject {
-            let text = read_text(p)?;
-            needs.merge(input::parse_pyproject(&p.display().to_string(), &text)?);
+            let text = files::read_text(p, limits::PYPROJECT, "pyproject file").map_err(read_error)?;
+            needs.merge(input::parse_pyproject(&files::shown(p), &text)?);
         }
         if let Some(r) = &self.requirements {
-            needs.merge(read_requirements(r, 0, &mut files)?);
+            needs.merge(read_requirements(r, None, 0, &mut taken)?);
         }
-        Ok((needs, files))
+        Ok((needs, taken.files))
     }
 
     /// The pyproject.toml named, as a canonical path.

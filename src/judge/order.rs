@@ -16,7 +16,7 @@
 //! Negative, zero, NaN and infinite values, empty strings and unknown units are bad input.
 //!
 //! Owns: the keys of an order, their types and units, and every message about a bad one
-//! (file, line, key, the value, and what was expected). Must not: read files (the caller
+//! (file, line, key, an excerpt of the value, and what was expected). Must not: read files (the caller
 //! hands over the text), judge a host, or read a GPU name or a driver requirement beyond
 //! "a non-empty string" (the lookup and the specifier parser do that when the order is
 //! checked).
@@ -25,6 +25,8 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use toml::de::{DeTable, DeValue};
+
+use crate::text::excerpt;
 
 /// One thing an order can ask for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -238,8 +240,9 @@ impl Expect {
         let value = read(item, &Raw::Text(text)).map_err(|problem| {
             let (_, example) = item.example();
             format!(
-                "{} `{text}`: {problem}; expected {} (`{} {example}`)",
+                "{} `{}`: {problem}; expected {} (`{} {example}`)",
                 item.flag(),
+                excerpt(text),
                 item.wanted(),
                 item.flag()
             )
@@ -281,7 +284,7 @@ pub fn parse_order(name: &str, text: &str) -> Result<Expect, OrderError> {
             e.span()
                 .map(|s| format!(" line {}", line_of(text, s.start)))
                 .unwrap_or_default(),
-            e.message().trim()
+            excerpt(e.message().trim())
         )],
     })?;
     let mut expect = Expect::default();
@@ -290,8 +293,9 @@ pub fn parse_order(name: &str, text: &str) -> Result<Expect, OrderError> {
         let name_of_key: &str = key.get_ref();
         let Some(item) = Item::from_key(name_of_key) else {
             problems.push(format!(
-                "order `{name}` line {}: unknown key `{name_of_key}`{}; an order has the keys {}",
+                "order `{name}` line {}: unknown key `{}`{}; an order has the keys {}",
                 line_of(text, key.span().start),
+                excerpt(name_of_key),
                 suggestion(name_of_key),
                 Item::ALL.map(Item::key).join(", ")
             ));
@@ -352,9 +356,9 @@ enum Raw<'a> {
 impl fmt::Display for Raw<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Raw::Text(t) => write!(f, "`{t}`"),
-            Raw::Quoted(t) => write!(f, "`\"{t}\"`"),
-            Raw::Number { text, .. } => write!(f, "`{text}`"),
+            Raw::Text(t) => write!(f, "`{}`", excerpt(t)),
+            Raw::Quoted(t) => write!(f, "`\"{}\"`", excerpt(t)),
+            Raw::Number { text, .. } => write!(f, "`{}`", excerpt(text)),
             Raw::Other(what) => f.write_str(what),
         }
     }
@@ -426,7 +430,7 @@ fn number(raw: &Raw<'_>, units: Option<&[(&str, f64)]>) -> Result<(f64, Option<S
                     Some(table) => {
                         let lower = unit.to_ascii_lowercase();
                         let Some((_, factor)) = table.iter().find(|(u, _)| *u == lower) else {
-                            return Err(format!("{raw} has an unknown unit `{unit}`"));
+                            return Err(format!("{raw} has an unknown unit `{}`", excerpt(unit)));
                         };
                         (value * factor, Some(unit.to_string()))
                     }
@@ -680,6 +684,67 @@ mod tests {
         let e = order("gpus = 8\nmemory = 1TB\n").unwrap_err();
         assert!(e.starts_with("order `order.toml` line 2: not valid TOML:"), "{e}");
         assert!(order("").unwrap().is_empty());
+    }
+
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::super::*;
+
+        const SECRET: &str = "S3CRET-PAST-THE-EXCERPT";
+
+        fn bounded(message: &str) -> Result<(), TestCaseError> {
+            prop_assert!(!message.contains(SECRET), "{}", message);
+            // Each problem quotes at most an excerpt; an order has a handful of lines.
+            for line in message.lines() {
+                prop_assert!(line.chars().count() < 2000, "{}", line);
+            }
+            Ok(())
+        }
+
+        proptest! {
+            #[test]
+            fn any_text_is_an_order_or_an_error(text in any::<String>()) {
+                let _ = parse_order("order.toml", &text);
+            }
+
+            /// Any value of any key, in any script, as a file or a flag: an answer or an
+            /// error that quotes an excerpt of it, never a panic.
+            #[test]
+            fn values_in_any_script_never_panic(
+                key in 0usize..7,
+                value in "\\PC{0,40}",
+                filler in "[a-zA-Z0-9 .]{0,400}",
+                quoted in proptest::bool::ANY,
+            ) {
+                let item = Item::ALL[key];
+                let long = format!("{value}{filler}{SECRET}");
+                let escaped = long.replace('\\', "\\\\").replace('"', "\\\"");
+                let text = if quoted {
+                    format!("{} = \"{escaped}\"\n", item.key())
+                } else {
+                    format!("{} = {long}\n", item.key())
+                };
+                if let Err(e) = parse_order("order.toml", &text) {
+                    if filler.len() + value.chars().count() > 250 {
+                        bounded(&e.to_string())?;
+                    }
+                }
+                let mut expect = Expect::default();
+                let _ = expect.set_flag(item, &value);
+                if let Err(e) = expect.set_flag(item, &long) {
+                    if filler.len() + value.chars().count() > 250 {
+                        bounded(&e)?;
+                    }
+                }
+            }
+
+            #[test]
+            fn unknown_keys_are_quoted_as_excerpts(key in "[a-z_]{300,400}") {
+                let e = parse_order("order.toml", &format!("{key}{SECRET} = 1\n")).unwrap_err();
+                bounded(&e.to_string())?;
+            }
+        }
     }
 
     #[test]

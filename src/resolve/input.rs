@@ -7,7 +7,9 @@
 //! Owns: the two file grammars as pip and the packaging PEPs define them (pip's
 //! requirements-file format; PEP 508 requirements, PEP 621 `[project]`, PEP 735
 //! `[dependency-groups]`, uv's `[[tool.uv.index]]`), and errors that name the file, the
-//! line and what was expected there. Also owns evaluating a pin's environment marker for
+//! line and what was expected there, quoting at most an excerpt of what the file says
+//! ([`crate::text::excerpt`]: a line can be a whole file, and a file named by mistake can
+//! hold secrets). Also owns evaluating a pin's environment marker for
 //! the one platform gpuenv answers for (Linux x86_64 CPython).
 //!
 //! Must not: read files or the environment (the caller reads each file, including the
@@ -36,6 +38,7 @@ use toml::de::{DeTable, DeValue};
 
 use crate::model::pep508;
 use crate::model::{Operator, Variant, Version, VersionSpecifier, VersionSpecifiers, local_variant};
+use crate::text::excerpt;
 
 /// Where a constraint came from, for messages: "requirements.txt:3",
 /// `pyproject.toml: project.dependencies[2]`, `--torch`.
@@ -358,7 +361,8 @@ fn find_option(word: &str) -> Result<&'static OptionSpec, String> {
             several => {
                 let names: Vec<&str> = several.iter().map(|o| o.long).collect();
                 return Err(format!(
-                    "ambiguous option `{word}` (could be {})",
+                    "ambiguous option `{}` (could be {})",
+                    excerpt(word),
                     names.join(", ")
                 ));
             }
@@ -375,14 +379,15 @@ fn unknown_option(word: &str) -> String {
     if let Some((distance, long)) = closest
         && distance <= 2
     {
-        return format!("unknown option `{word}` (did you mean `{long}`?)");
+        return format!("unknown option `{}` (did you mean `{long}`?)", excerpt(word));
     }
     format!(
-        "unknown option `{word}`: pip accepts only -i/--index-url, --extra-index-url, \
+        "unknown option `{}`: pip accepts only -i/--index-url, --extra-index-url, \
          -f/--find-links, -r/--requirement, -c/--constraint, -e/--editable, --no-index, \
          --pre, --trusted-host, --no-binary, --only-binary, --prefer-binary, \
          --require-hashes, --use-feature, --hash, --global-option and \
-         -C/--config-settings in a requirements file"
+         -C/--config-settings in a requirements file",
+        excerpt(word)
     )
 }
 
@@ -521,8 +526,13 @@ fn read_requirement_line(requirement: &str, origin: &str, needs: &mut ProjectNee
         }
         return read_direct_reference(requirement, origin, needs);
     }
-    read_pep508(requirement, origin, needs)
-        .map_err(|reason| format!("invalid requirement `{requirement}`: {reason}"))
+    read_pep508(requirement, origin, needs).map_err(|reason| {
+        format!(
+            "invalid requirement `{}`: {}",
+            excerpt(requirement),
+            excerpt(&reason)
+        )
+    })
 }
 
 /// Whether pip reads the line as a URL or a path rather than a PEP 508 requirement:
@@ -584,12 +594,14 @@ fn read_direct_reference(requirement: &str, origin: &str, needs: &mut ProjectNee
     };
     let marker = match marker.map(str::trim).filter(|m| !m.is_empty()) {
         Some(text) => {
-            pep508::check_marker(text).map_err(|reason| format!("invalid marker `{text}`: {reason}"))?;
+            pep508::check_marker(text)
+                .map_err(|reason| format!("invalid marker `{}`: {}", excerpt(text), excerpt(&reason)))?;
             let tree = MarkerTree::from_str(text).map_err(|e| {
                 format!(
-                    "invalid marker `{text}` after `{}`: {}",
-                    location.trim(),
-                    pep508::reason(&e)
+                    "invalid marker `{}` after `{}`: {}",
+                    excerpt(text),
+                    excerpt(location.trim()),
+                    excerpt(&pep508::reason(&e))
                 )
             })?;
             (!tree.is_true()).then_some(tree)
@@ -821,7 +833,11 @@ impl Pyproject<'_> {
                     read_pep508(text, &self.origin(&item_key), needs).map_err(|reason| {
                         self.error(
                             item,
-                            format!("`{item_key}` is not a valid requirement `{text}`: {reason}"),
+                            format!(
+                                "`{item_key}` is not a valid requirement `{}`: {}",
+                                excerpt(text),
+                                excerpt(&reason)
+                            ),
                         )
                     })?;
                 }
@@ -860,7 +876,7 @@ pub fn parse_pyproject(file: &str, text: &str) -> Result<ProjectNeeds, InputErro
         InputError::new(
             file,
             line,
-            format!("not valid TOML: {}", pep508::first_line(e.message())),
+            format!("not valid TOML: {}", excerpt(&pep508::first_line(e.message()))),
         )
     };
     // `from_str` is the full TOML check (duplicate keys, redefined tables); the span-keeping
@@ -881,7 +897,11 @@ pub fn parse_pyproject(file: &str, text: &str) -> Result<ProjectNeeds, InputErro
                 let reason = pep508::first_line(&e.to_string()).replace("Failed to parse version: ", "");
                 doc.error(
                     value,
-                    format!("`{key}` is not a version specifier: `{text}`: {reason}"),
+                    format!(
+                        "`{key}` is not a version specifier: `{}`: {}",
+                        excerpt(text),
+                        excerpt(&reason)
+                    ),
                 )
             })?;
             needs.requires_python = Some((specifiers, doc.origin(key)));
@@ -891,7 +911,7 @@ pub fn parse_pyproject(file: &str, text: &str) -> Result<ProjectNeeds, InputErro
         }
         if let Some(extras) = doc.table(project, "optional-dependencies", "project.optional-dependencies")? {
             for (name, value) in extras {
-                let key = format!("project.optional-dependencies.{}", name.get_ref());
+                let key = format!("project.optional-dependencies.{}", excerpt(name.get_ref()));
                 doc.requirements(&key, value, false, &mut needs)?;
             }
         }
@@ -899,7 +919,7 @@ pub fn parse_pyproject(file: &str, text: &str) -> Result<ProjectNeeds, InputErro
 
     if let Some(groups) = doc.table(root, "dependency-groups", "dependency-groups")? {
         for (name, value) in groups {
-            let key = format!("dependency-groups.{}", name.get_ref());
+            let key = format!("dependency-groups.{}", excerpt(name.get_ref()));
             doc.requirements(&key, value, true, &mut needs)?;
         }
     }
@@ -1729,6 +1749,36 @@ url = "https://download.pytorch.org/whl/rocm6.2"
                         let _ = marker_applies(pin.marker.as_ref(), &python);
                         let _ = marker_applies(pin.marker.as_ref(), "3.11");
                     }
+                }
+            }
+
+            /// Whatever a line holds, an error quotes an excerpt of it, never the whole:
+            /// what lies past the excerpt (a secret further along a line of a file named
+            /// by mistake) never reaches the message.
+            #[test]
+            fn errors_quote_only_an_excerpt(
+                head in "\\PC{0,60}",
+                filler in "[a-zA-Z0-9]{300,600}",
+                shape in 0usize..4,
+            ) {
+                let secret = "S3CRET-PAST-THE-EXCERPT";
+                let line = match shape {
+                    0 => format!("--{head}{filler}{secret}"),
+                    1 => format!("{head}{filler}{secret}"),
+                    2 => format!("torch==2.4.1 ; {head}{filler}{secret}"),
+                    _ => format!("./pkg ; {head}{filler}{secret}"),
+                };
+                if let Err(e) = parse_requirements("requirements.txt", &line) {
+                    let message = e.to_string();
+                    prop_assert!(!message.contains(secret), "{}", message);
+                    prop_assert!(message.chars().count() < 2000, "{}", message);
+                    prop_assert!(!message.chars().any(|c| c.is_control() && c != '\t'), "{}", message);
+                }
+                let toml = format!("[project]\ndependencies = [\"{}\"]\n", line.replace(['\\', '"'], ""));
+                if let Err(e) = parse_pyproject("pyproject.toml", &toml) {
+                    let message = e.to_string();
+                    prop_assert!(!message.contains(secret), "{}", message);
+                    prop_assert!(message.chars().count() < 2000, "{}", message);
                 }
             }
 

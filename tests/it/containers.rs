@@ -958,7 +958,7 @@ fn bad_input_is_exit_2_and_changes_nothing() {
         ),
         (
             vec!["dockerfile", "--torch", "2.6.0", "--requirements", "nope.txt"],
-            "cannot read `nope.txt`: no such file",
+            "cannot read requirements file `nope.txt`: no such file",
         ),
         (
             vec![

@@ -568,7 +568,7 @@ fn a_broken_requirements_file_names_its_line() {
     assert_eq!(run.code, 2);
     assert!(
         run.stderr
-            .contains("cannot read `/nonexistent/requirements.txt`: no such file"),
+            .contains("cannot read requirements file `/nonexistent/requirements.txt`: no such file"),
         "{}",
         run.stderr
     );
