@@ -1,14 +1,15 @@
 //! Where host facts come from for `doctor` and `check`: the live machine (optionally
 //! recorded), or a recorded host replayed; then the `GPUENV_*` overrides.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
 
 use super::CliError;
-use crate::host::system::{RealSystem, Recording, System};
+use crate::files::{self, Replace};
+use crate::host::system::{RealSystem, RecordError, Recording, System};
 use crate::host::{HostReport, ProbeOptions, overrides, probe};
 
 /// How to probe the host.
@@ -35,7 +36,10 @@ impl HostArgs {
         };
         let mut report = match &self.host_facts {
             Some(path) => {
-                let record = Recording::load(path).map_err(CliError::Usage)?;
+                let record = Recording::load(path).map_err(|e| match e {
+                    RecordError::File(e) => super::stack::read_error(e),
+                    RecordError::Invalid(m) => CliError::Usage(m),
+                })?;
                 probe(Arc::new(Recording::replay(record)), &opts)
             }
             None => {
@@ -48,6 +52,8 @@ impl HostArgs {
                 match &self.record {
                     None => probe(Arc::from(real), &opts),
                     Some(dir) => {
+                        // Refused before a probe runs, not after.
+                        record_target(dir)?;
                         let rec = Arc::new(Recording::capture(
                             real,
                             format!("recorded by gpuenv {}", env!("CARGO_PKG_VERSION")),
@@ -76,19 +82,33 @@ impl HostArgs {
     }
 }
 
-fn save(dir: &std::path::Path, rec: &Recording) -> Result<(), CliError> {
-    let werr = |e: std::io::Error| {
-        CliError::Usage(format!(
-            "cannot write the host record to `{}`: {e}",
-            dir.display()
-        ))
+/// The file `--record DIR` writes, checked before the host is probed: `DIR` is a directory
+/// (or does not exist yet), and `DIR/host.json` is absent or a regular file, which it
+/// replaces.
+fn record_target(dir: &Path) -> Result<PathBuf, CliError> {
+    if let Ok(m) = std::fs::metadata(dir) {
+        if !m.is_dir() {
+            return Err(CliError::Usage(format!(
+                "refusing --record `{}`: it is not a directory",
+                files::shown(dir)
+            )));
+        }
+    }
+    let file = dir.join("host.json");
+    files::check_target(&file, Replace::RegularFile).map_err(super::write_error)?;
+    Ok(file)
+}
+
+fn save(dir: &Path, rec: &Recording) -> Result<(), CliError> {
+    let file = record_target(dir)?;
+    let werr = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| CliError::Write { path, source }
     };
-    fs_err::create_dir_all(dir).map_err(werr)?;
+    fs_err::create_dir_all(dir).map_err(werr(dir))?;
     let json = serde_json::to_string_pretty(&rec.record())
         .map_err(std::io::Error::other)
-        .map_err(werr)?;
-    // Write then rename, so an interrupted record never looks complete.
-    let tmp = dir.join(".host.json.partial");
-    fs_err::write(&tmp, json).map_err(werr)?;
-    fs_err::rename(&tmp, dir.join("host.json")).map_err(werr)
+        .map_err(werr(&file))?;
+    // Atomic: an interrupted record never looks complete.
+    files::write_file(&file, json.as_bytes(), Replace::RegularFile).map_err(super::write_error)
 }

@@ -69,7 +69,7 @@ pub enum CliError {
     #[error("cannot write output: {0}")]
     Io(#[from] io::Error),
     /// A file could not be written.
-    #[error("cannot write `{}`: {source}", path.display())]
+    #[error("cannot write `{}`: {source}", crate::files::shown(path))]
     Write {
         /// The file.
         path: PathBuf,
@@ -120,6 +120,15 @@ impl CliError {
             CliError::Context(_) => Exit::BadInput,
             CliError::Docker(_) => Exit::Environment,
         }
+    }
+}
+
+/// An output file's error as the command's: a target that must not be replaced is bad
+/// input (nothing was written), a write that failed is the environment's.
+fn write_error(e: crate::files::WriteError) -> CliError {
+    match e {
+        crate::files::WriteError::Failed { path, source } => CliError::Write { path, source },
+        refused => CliError::Usage(refused.to_string()),
     }
 }
 

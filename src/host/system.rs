@@ -213,6 +213,17 @@ pub fn command_key(program: &str, args: &[&str]) -> String {
 /// The first line of the Python probe script.
 const PROBE_MARK: &str = "# gpuenv's Python probe";
 
+/// Why a recorded host could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    /// The file itself: missing, not a regular file, too large, not text.
+    #[error(transparent)]
+    File(crate::files::ReadError),
+    /// Its contents are not a host record.
+    #[error("{0}")]
+    Invalid(String),
+}
+
 /// A recorded host: replays its answers, and when built around a real system, records
 /// every answer it passes on.
 pub struct Recording {
@@ -246,23 +257,30 @@ impl Recording {
         self.record.lock().map(|r| r.clone()).unwrap_or_default()
     }
 
-    /// Reads a record from a file, or from `host.json` in a directory.
-    pub fn load(path: &Path) -> Result<HostRecord, String> {
+    /// Reads a record from a file, or from `host.json` in a directory: a regular file of
+    /// at most [`crate::files::limits::HOST_RECORD`] bytes.
+    pub fn load(path: &Path) -> Result<HostRecord, RecordError> {
         let file = if path.is_dir() {
             path.join("host.json")
         } else {
             path.to_path_buf()
         };
-        let text = fs_err::read_to_string(&file)
-            .map_err(|e| format!("cannot read host record `{}`: {}", file.display(), io_kind(&e)))?;
-        let record: HostRecord = serde_json::from_str(&text)
-            .map_err(|e| format!("`{}` is not a gpuenv host record: {e}", file.display()))?;
+        let text = crate::files::read_text(&file, crate::files::limits::HOST_RECORD, "host record")
+            .map_err(RecordError::File)?;
+        // serde's message may quote a value of the file: only an excerpt of it.
+        let record: HostRecord = serde_json::from_str(&text).map_err(|e| {
+            RecordError::Invalid(format!(
+                "`{}` is not a gpuenv host record: {}",
+                crate::files::shown(&file),
+                crate::text::excerpt(&e.to_string())
+            ))
+        })?;
         if record.gpuenv_host_record != 1 {
-            return Err(format!(
+            return Err(RecordError::Invalid(format!(
                 "`{}`: unsupported host record version {}",
-                file.display(),
+                crate::files::shown(&file),
                 record.gpuenv_host_record
-            ));
+            )));
         }
         Ok(record)
     }
@@ -283,14 +301,6 @@ impl Recording {
                 Some(v)
             }
         }
-    }
-}
-
-fn io_kind(e: &std::io::Error) -> String {
-    match e.kind() {
-        std::io::ErrorKind::NotFound => "no such file".into(),
-        std::io::ErrorKind::PermissionDenied => "permission denied".into(),
-        _ => e.to_string(),
     }
 }
 
