@@ -100,9 +100,10 @@ impl CliError {
     /// The exit code this error maps to.
     pub fn exit(&self) -> Exit {
         match self {
-            CliError::Db(DbError::Dir { .. }) => Exit::BadInput,
-            // A broken record file is bad input: `--db` names it, or the build embedded it.
-            CliError::Db(DbError::Invalid(_)) => Exit::BadInput,
+            // A broken record file is bad input: `--db` names it, or the build embedded it; a
+            // record that could not be read for the machine's fault is the environment's.
+            CliError::Db(e) if e.is_bad_input() => Exit::BadInput,
+            CliError::Db(_) => Exit::Environment,
             CliError::Lookup(_) => Exit::BadInput,
             CliError::Usage(_) => Exit::BadInput,
             CliError::Query(_) => Exit::BadInput,

@@ -120,17 +120,41 @@ pub fn embedded_files() -> Vec<SourceFile> {
 /// Why a database could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum DbError {
-    /// `--db DIR` names something that is not a readable directory.
-    #[error("cannot read database directory `{path}`: {reason}")]
+    /// `--db DIR` names something that is not a readable directory of records.
+    #[error("cannot read database directory `{}`: {reason}", crate::files::shown(.path))]
     Dir {
         /// The directory as given.
         path: PathBuf,
         /// Why.
         reason: String,
     },
+    /// `--db DIR` holds no record file at all: a typo'd or wrong folder, not an empty
+    /// database to answer from.
+    #[error(
+        "`{}` holds no records: a database directory has one `<kind>/<id>.toml` file per record (as in compat-db/)",
+        crate::files::shown(.path)
+    )]
+    Empty {
+        /// The directory as given.
+        path: PathBuf,
+    },
+    /// A record file of `--db DIR` was refused before it was parsed: not a regular file,
+    /// too large, unreadable.
+    #[error(transparent)]
+    File(crate::files::ReadError),
     /// The records have problems; the first few are listed.
     #[error("{}", invalid_message(.0))]
     Invalid(Vec<Problem>),
+}
+
+impl DbError {
+    /// Whether the input is at fault (exit 2) rather than the machine (exit 3).
+    pub fn is_bad_input(&self) -> bool {
+        match self {
+            DbError::File(e) => e.is_bad_input(),
+            _ => true,
+        }
+    }
 }
 
 fn invalid_message(problems: &[Problem]) -> String {
@@ -146,8 +170,15 @@ fn invalid_message(problems: &[Problem]) -> String {
     s
 }
 
-/// Reads every file of a database directory. Files outside `<kind>/` directories, other than
-/// documentation and the templates, are reported by the linter as layout problems.
+/// Reads every record file of a database directory. Files outside `<kind>/` directories,
+/// other than documentation and the templates, are reported by the linter as layout
+/// problems.
+///
+/// Bounded whatever the directory holds (see [`crate::files::limits`]): each record is a
+/// regular file of at most `DB_RECORD` bytes (a FIFO or a device named `*.toml` is refused
+/// without being read), at most `DB_RECORDS` of them and `DB_TOTAL` bytes in all, found
+/// among at most `DB_ENTRIES` entries; links to folders are not followed. A directory with
+/// no record file is refused ([`DbError::Empty`]).
 pub fn read_dir(root: &Path) -> Result<Vec<SourceFile>, DbError> {
     let dir_err = |reason: String| DbError::Dir {
         path: root.to_path_buf(),
@@ -157,8 +188,19 @@ pub fn read_dir(root: &Path) -> Result<Vec<SourceFile>, DbError> {
     if !meta.is_dir() {
         return Err(dir_err("not a directory".into()));
     }
-    let mut files = Vec::new();
-    walk(root, root, &mut files).map_err(|e| dir_err(io_reason(&e)))?;
+    let mut walk = Walk {
+        root,
+        files: Vec::new(),
+        entries: 0,
+        bytes: 0,
+    };
+    walk.dir(root)?;
+    let mut files = walk.files;
+    if files.is_empty() {
+        return Err(DbError::Empty {
+            path: root.to_path_buf(),
+        });
+    }
     files.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(files)
 }
@@ -172,29 +214,67 @@ fn io_reason(e: &std::io::Error) -> String {
     }
 }
 
-fn walk(root: &Path, dir: &Path, out: &mut Vec<SourceFile>) -> std::io::Result<()> {
-    for entry in fs_err::read_dir(dir)? {
-        let entry = entry?;
-        let path = entry.path();
-        let rel = path
-            .strip_prefix(root)
-            .unwrap_or(&path)
-            .to_string_lossy()
-            .replace('\\', "/");
-        let ft = entry.file_type()?;
-        if ft.is_dir() {
-            if rel != "templates" && !rel.starts_with('.') {
-                walk(root, &path, out)?;
-            }
-        } else if rel.ends_with(".toml") {
-            let bytes = fs_err::read(&path)?;
-            out.push(SourceFile {
-                path: rel,
-                text: String::from_utf8(bytes).ok().map(Cow::Owned),
-            });
+/// One walk over a database directory, with what it has taken so far.
+struct Walk<'a> {
+    root: &'a Path,
+    files: Vec<SourceFile>,
+    entries: usize,
+    bytes: u64,
+}
+
+impl Walk<'_> {
+    fn over(&self, what: String) -> DbError {
+        DbError::Dir {
+            path: self.root.to_path_buf(),
+            reason: format!("it holds {what}; a database has one small file per record"),
         }
     }
-    Ok(())
+
+    fn dir(&mut self, dir: &Path) -> Result<(), DbError> {
+        use crate::files::limits;
+        let dir_err = |e: std::io::Error| DbError::Dir {
+            path: self.root.to_path_buf(),
+            reason: io_reason(&e),
+        };
+        for entry in fs_err::read_dir(dir).map_err(dir_err)? {
+            let entry = entry.map_err(dir_err)?;
+            self.entries += 1;
+            if self.entries > limits::DB_ENTRIES {
+                return Err(self.over(format!("more than {} entries", limits::DB_ENTRIES)));
+            }
+            let path = entry.path();
+            let rel = path
+                .strip_prefix(self.root)
+                .unwrap_or(&path)
+                .to_string_lossy()
+                .replace('\\', "/");
+            // Not followed: a link is read as what it is, so a link to a folder cannot loop.
+            let ft = entry.file_type().map_err(dir_err)?;
+            if ft.is_dir() {
+                if rel != "templates" && !rel.starts_with('.') {
+                    self.dir(&path)?;
+                }
+            } else if rel.ends_with(".toml") {
+                if self.files.len() >= limits::DB_RECORDS {
+                    return Err(self.over(format!("more than {} record files", limits::DB_RECORDS)));
+                }
+                let bytes = crate::files::read_bytes(&path, limits::DB_RECORD, "database record")
+                    .map_err(DbError::File)?;
+                self.bytes += bytes.len() as u64;
+                if self.bytes > limits::DB_TOTAL {
+                    return Err(self.over(format!(
+                        "more than {} of records",
+                        crate::files::bytes(limits::DB_TOTAL)
+                    )));
+                }
+                self.files.push(SourceFile {
+                    path: rel,
+                    text: String::from_utf8(bytes).ok().map(Cow::Owned),
+                });
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The whole database, checked.
@@ -224,6 +304,7 @@ impl Db {
     /// Checks `files` and builds the database; any problem refuses it.
     pub fn load(files: &[SourceFile]) -> Result<Db, DbError> {
         let (db, problems) = check::build(files);
+        let problems = bounded(problems);
         if problems.is_empty() {
             Ok(db)
         } else {
@@ -242,7 +323,13 @@ impl Db {
                 Some(db) => Ok(db),
                 None => Db::load(&embedded_files()).map_err(|e| match e {
                     DbError::Invalid(p) => p,
-                    DbError::Dir { .. } => unreachable!("embedded files need no directory"),
+                    other => vec![Problem {
+                        file: String::new(),
+                        line: None,
+                        key: KeyPath::default(),
+                        kind: ProblemKind::Syntax,
+                        message: other.to_string(),
+                    }],
                 }),
             })
             .as_ref()
@@ -328,7 +415,21 @@ impl Db {
 
 /// Every problem in `files`, in file and line order.
 pub fn lint(files: &[SourceFile]) -> Vec<Problem> {
-    check::build(files).1
+    bounded(check::build(files).1)
+}
+
+/// Every problem's message terminal-safe, and cut to an excerpt when it is long: a message
+/// may quote a value of a record, and a record of `--db DIR` is input like any other.
+/// Messages of gpuenv's own words stay whole (the longest are a few hundred characters).
+fn bounded(mut problems: Vec<Problem>) -> Vec<Problem> {
+    for p in &mut problems {
+        p.message = if p.message.chars().count() > 4 * crate::text::EXCERPT_CHARS {
+            crate::text::excerpt(&p.message)
+        } else {
+            crate::text::terminal_safe(&p.message)
+        };
+    }
+    problems
 }
 
 #[cfg(test)]
