@@ -599,7 +599,7 @@ fn verify(cli: &Cli, args: &VerifyArgs, out: &mut dyn Write) -> Result<Exit, Cli
             VerifyError::Environment(m) => CliError::Environment(m),
             // A broken archive the user named is bad input; a broken stream from a daemon or
             // a registry is the environment failing.
-            VerifyError::Image(e) if file_source => CliError::Usage(e.to_string()),
+            VerifyError::Image(e) if file_source && e.is_bad_input() => CliError::Usage(e.to_string()),
             VerifyError::Image(e) => CliError::Environment(e.to_string()),
             VerifyError::Docker(e) => CliError::Docker(e),
             VerifyError::Registry(e) => CliError::Environment(e.to_string()),

@@ -15,6 +15,9 @@
 //! image, and they are applied. Layers of other platforms in a multi-platform archive are
 //! read too (a single pass cannot skip them without knowing the index first).
 //!
+//! An archive must end with its end-of-archive marker: one cut between two members is
+//! truncated, not an archive that happens to lack the rest (see [`super::tar`]).
+//!
 //! A file is walked header by header first, seeking over the data, so the manifest is
 //! known before any layer is read; then only the chosen image's layers are read, where
 //! they lie, on one thread per core ([`read_archive_file`]). Blob sources (an OCI
@@ -28,7 +31,9 @@
 //! Digests verified: every `blobs/sha256/<hex>` member read against its name (in one pass,
 //! a mismatch is an error even for a blob no manifest uses; a file's unused blobs are not
 //! read), a legacy `<hex>.json` config against its name,
-//! each descriptor's size, and each layer's uncompressed sha256 against the config's
+//! each descriptor's size (required, whole and not negative: a blob is read no further
+//! than it, and an `oci:` blob file of another size is refused before it is read), and
+//! each layer's uncompressed sha256 against the config's
 //! `rootfs.diff_ids` (which is how legacy `<id>/layer.tar` members, not named by digest,
 //! are checked).
 
@@ -151,8 +156,10 @@ impl Image {
 /// Opens blobs by digest, for [`read_from_blobs`] (an OCI directory, a registry client).
 /// `Sync`: layers may be opened and read on several threads at once.
 pub trait BlobSource: Sync {
-    /// A reader over the blob's bytes; the caller verifies the digest.
-    fn open(&self, digest: &Digest) -> Result<Box<dyn Read + '_>, ImageError>;
+    /// A reader over the blob's bytes; `size` is what its descriptor declares, which a
+    /// source may check before anything is read. The caller reads no further than `size`
+    /// and verifies the digest.
+    fn open(&self, digest: &Digest, size: u64) -> Result<Box<dyn Read + '_>, ImageError>;
 
     /// How many layers to read at once (1: one after another).
     fn parallelism(&self) -> usize {
@@ -280,7 +287,7 @@ pub fn read_archive_with<R: Read>(
 ) -> Result<Image, ImageError> {
     let mut budget = Budget::new(opts.limits);
     let members = scan(
-        &mut TarReader::new(reader, "the archive"),
+        &mut TarReader::new(reader, "the archive").requiring_end(),
         &mut budget,
         select,
         None,
@@ -315,7 +322,7 @@ pub fn read_archive_file_with(
         pos: 0,
         end: len,
     };
-    let mut tar = TarReader::seekable(std::io::BufReader::new(whole), "the archive");
+    let mut tar = TarReader::seekable(std::io::BufReader::new(whole), "the archive").requiring_end();
     let members = scan(&mut tar, &mut budget, select, Some(len))?;
     members.resolve(opts, &mut budget, select, Some(file))
 }
@@ -636,7 +643,8 @@ impl Members {
                 .map_err(|e| e.within(format!("layer `{path}`")));
         }
         Err(ImageError::Missing(format!(
-            "the manifest lists layer `{path}`, which is not in the archive"
+            "the manifest lists layer `{}`, which is not in the archive",
+            crate::text::excerpt(path)
         )))
     }
 
@@ -674,8 +682,9 @@ impl Members {
                 .find(|e| tags_of(e).iter().any(|t| t == name || tag_matches(t, name)))
                 .ok_or_else(|| {
                     ImageError::Missing(format!(
-                        "no image tagged `{name}` in the archive; it holds: {}",
-                        list.iter().flat_map(tags_of).collect::<Vec<_>>().join(", ")
+                        "no image tagged `{}` in the archive; it holds: {}",
+                        crate::text::excerpt(name),
+                        listed(list.iter().flat_map(tags_of))
                     ))
                 })?,
             (None, [one]) => one,
@@ -683,7 +692,7 @@ impl Members {
                 return Err(ImageError::Missing(format!(
                     "the archive holds {} images; name one: {}",
                     list.len(),
-                    list.iter().flat_map(tags_of).collect::<Vec<_>>().join(", ")
+                    listed(list.iter().flat_map(tags_of))
                 )));
             }
         };
@@ -706,7 +715,8 @@ impl Members {
         let real = self.real(&config_path).to_string();
         let bytes = self.docs.get(&real).ok_or_else(|| {
             ImageError::Missing(format!(
-                "the manifest names config `{config_path}`, which is not in the archive"
+                "the manifest names config `{}`, which is not in the archive",
+                crate::text::excerpt(&config_path)
             ))
         })?;
         // Legacy configs are named `<hex>.json` after their own digest.
@@ -738,6 +748,28 @@ impl Members {
             layout,
         )
     }
+}
+
+/// The most names a message lists (an archive's tags, an index's platforms).
+const LISTED: usize = 10;
+
+/// Names from an archive for a message: the first [`LISTED`], each an excerpt, and how
+/// many more there are.
+fn listed(names: impl Iterator<Item = String>) -> String {
+    let mut shown = Vec::new();
+    let mut more = 0usize;
+    for n in names {
+        if shown.len() < LISTED {
+            shown.push(crate::text::excerpt(&n));
+        } else {
+            more += 1;
+        }
+    }
+    let mut out = shown.join(", ");
+    if more > 0 {
+        out.push_str(&format!(" and {more} more"));
+    }
+    out
 }
 
 /// Whether a repo tag names what the user typed (`busybox` matches `busybox:latest`).
@@ -806,11 +838,15 @@ fn build(
 
 /// Where OCI resolution gets its blobs from.
 trait Store {
-    /// A small document, verified against its digest.
-    fn doc(&mut self, digest: &Digest, what: &str) -> Result<Vec<u8>, ImageError>;
-    /// The layers, in order, each verified against its digest; an error comes with the
-    /// index of the layer.
-    fn layers(&mut self, wanted: &[Digest], budget: &mut Budget) -> Result<Vec<Layer>, (usize, ImageError)>;
+    /// A small document of the size its descriptor declares, verified against its digest.
+    fn doc(&mut self, d: &Descriptor, what: &str) -> Result<Vec<u8>, ImageError>;
+    /// The layers, in order, each read no further than its declared size and verified
+    /// against its digest; an error comes with the index of the layer.
+    fn layers(
+        &mut self,
+        wanted: &[Descriptor],
+        budget: &mut Budget,
+    ) -> Result<Vec<Layer>, (usize, ImageError)>;
 }
 
 struct MemberStore<'a> {
@@ -820,7 +856,8 @@ struct MemberStore<'a> {
 }
 
 impl Store for MemberStore<'_> {
-    fn doc(&mut self, digest: &Digest, what: &str) -> Result<Vec<u8>, ImageError> {
+    fn doc(&mut self, d: &Descriptor, what: &str) -> Result<Vec<u8>, ImageError> {
+        let digest = &d.digest;
         let path = format!("blobs/sha256/{}", digest.hex());
         let real = self.members.real(&path).to_string();
         // Verified when it was read (its name is its digest).
@@ -831,10 +868,15 @@ impl Store for MemberStore<'_> {
             .ok_or_else(|| ImageError::Missing(format!("{what} `{digest}` is not in the archive")))
     }
 
-    fn layers(&mut self, wanted: &[Digest], budget: &mut Budget) -> Result<Vec<Layer>, (usize, ImageError)> {
+    fn layers(
+        &mut self,
+        wanted: &[Descriptor],
+        budget: &mut Budget,
+    ) -> Result<Vec<Layer>, (usize, ImageError)> {
+        // A member's size is its tar header's; the descriptor's is checked after.
         let paths: Vec<String> = wanted
             .iter()
-            .map(|d| format!("blobs/sha256/{}", d.hex()))
+            .map(|d| format!("blobs/sha256/{}", d.digest.hex()))
             .collect();
         self.members.take_layers(&paths, budget, self.select, self.file)
     }
@@ -846,9 +888,19 @@ struct SourceStore<'a> {
 }
 
 impl Store for SourceStore<'_> {
-    fn doc(&mut self, digest: &Digest, what: &str) -> Result<Vec<u8>, ImageError> {
-        let reader = self.source.open(digest)?;
-        let mut hashed = HashRead::new(reader.take(MAX_CONFIG + 1));
+    fn doc(&mut self, d: &Descriptor, what: &str) -> Result<Vec<u8>, ImageError> {
+        let digest = &d.digest;
+        if d.size > MAX_CONFIG {
+            return Err(ImageError::TooLarge {
+                path: format!("{what} {digest}"),
+                size: d.size,
+                limit: MAX_CONFIG,
+                what: "a JSON document",
+            });
+        }
+        // Never past the declared size: a longer blob then fails its digest.
+        let reader = self.source.open(digest, d.size)?;
+        let mut hashed = HashRead::new(reader.take(d.size.min(MAX_CONFIG + 1)));
         let mut bytes = Vec::new();
         hashed
             .read_to_end(&mut bytes)
@@ -868,11 +920,19 @@ impl Store for SourceStore<'_> {
         Ok(bytes)
     }
 
-    fn layers(&mut self, wanted: &[Digest], budget: &mut Budget) -> Result<Vec<Layer>, (usize, ImageError)> {
+    fn layers(
+        &mut self,
+        wanted: &[Descriptor],
+        budget: &mut Budget,
+    ) -> Result<Vec<Layer>, (usize, ImageError)> {
         let (source, select, shared): (&dyn BlobSource, &dyn Select, &Budget) =
             (self.source, self.select, budget);
-        in_order(wanted, source.parallelism(), |digest| {
-            let l = layer::read_layer(source.open(digest)?, select, &mut shared.clone())?;
+        in_order(wanted, source.parallelism(), |d| {
+            let digest = &d.digest;
+            // Never past the declared size: a longer blob then fails its digest, a shorter
+            // one its size.
+            let reader = source.open(digest, d.size)?.take(d.size);
+            let l = layer::read_layer(reader, select, &mut shared.clone())?;
             if &l.blob_digest != digest {
                 return Err(mismatch(
                     &format!("layer {}", digest.short()),
@@ -890,7 +950,9 @@ impl Store for SourceStore<'_> {
 struct Descriptor {
     media_type: String,
     digest: Digest,
-    size: Option<u64>,
+    /// The blob's length in bytes: required by the OCI image spec and Docker's manifest
+    /// schema 2, and what bounds reading the blob.
+    size: u64,
     platform: Option<Platform>,
     annotations: BTreeMap<String, String>,
     urls: bool,
@@ -908,6 +970,23 @@ fn descriptor(v: &Value, what: &str) -> Result<Descriptor, ImageError> {
         .and_then(Value::as_str)
         .ok_or_else(|| malformed("no `digest`"))?;
     let digest = Digest::parse(digest, what)?;
+    let size = match obj.get("size") {
+        None => return Err(malformed("no `size`; expected the blob's length in bytes")),
+        Some(v) => match (v.as_u64(), v.as_i64()) {
+            (Some(n), _) => n,
+            (None, Some(n)) => {
+                return Err(malformed(&format!(
+                    "`size` is negative ({n}); expected the blob's length in bytes"
+                )));
+            }
+            _ => {
+                return Err(malformed(&format!(
+                    "`size` is {}, not a whole number; expected the blob's length in bytes",
+                    crate::text::excerpt(&v.to_string())
+                )));
+            }
+        },
+    };
     let platform = obj.get("platform").and_then(Value::as_object).map(|p| Platform {
         os: p.get("os").and_then(Value::as_str).unwrap_or("").to_string(),
         architecture: p
@@ -933,7 +1012,7 @@ fn descriptor(v: &Value, what: &str) -> Result<Descriptor, ImageError> {
             .unwrap_or("")
             .to_string(),
         digest,
-        size: obj.get("size").and_then(Value::as_u64),
+        size,
         platform,
         annotations,
         urls: obj
@@ -1014,22 +1093,19 @@ fn pick(index: &Value, what: &str, opts: &ReadOptions) -> Result<Descriptor, Ima
         ([one, ..], _) => Ok((*one).clone()),
         (_, [one]) if one.platform.is_none() => Ok((*one).clone()),
         (_, []) => Err(ImageError::Missing(match &opts.name {
-            Some(n) => format!("{what} names no image `{n}`"),
+            Some(n) => format!("{what} names no image `{}`", crate::text::excerpt(n)),
             None => format!("{what} lists no image"),
         })),
         (_, list) => {
-            let have: Vec<String> = list
-                .iter()
-                .map(|d| {
-                    d.platform
-                        .as_ref()
-                        .map_or_else(|| "unknown platform".to_string(), |p| p.to_string())
-                })
-                .collect();
+            let have = list.iter().map(|d| {
+                d.platform
+                    .as_ref()
+                    .map_or_else(|| "unknown platform".to_string(), |p| p.to_string())
+            });
             Err(ImageError::Missing(format!(
                 "{what} has no image for {}; it has: {}",
                 opts.platform,
-                have.join(", ")
+                listed(have)
             )))
         }
     }
@@ -1067,7 +1143,7 @@ fn resolve_oci(
         if let Some(n) = d.annotations.get("org.opencontainers.image.ref.name") {
             names.push(n.clone());
         }
-        let bytes = store.doc(&d.digest, "manifest")?;
+        let bytes = store.doc(&d, "manifest")?;
         check_size(&d, bytes.len() as u64, "manifest")?;
         what = format!("manifest {}", d.digest.short());
         doc = parse(&bytes, &what, "OCI manifest")?;
@@ -1093,7 +1169,7 @@ fn resolve_oci(
         })?,
         &format!("{what} config"),
     )?;
-    let config_bytes = store.doc(&config_desc.digest, "config")?;
+    let config_bytes = store.doc(&config_desc, "config")?;
     check_size(&config_desc, config_bytes.len() as u64, "config")?;
     let config = ImageConfig::parse(&config_bytes, &format!("config {}", config_desc.digest.short()))?;
     let layer_descs: Vec<Descriptor> = doc
@@ -1115,9 +1191,8 @@ fn resolve_oci(
             d.digest
         )));
     }
-    let digests: Vec<Digest> = layer_descs.iter().map(|d| d.digest.clone()).collect();
-    let read = store.layers(&digests, budget).map_err(|(i, e)| {
-        let short = digests.get(i).map(Digest::short).unwrap_or_default();
+    let read = store.layers(&layer_descs, budget).map_err(|(i, e)| {
+        let short = layer_descs.get(i).map(|d| d.digest.short()).unwrap_or_default();
         e.within(format!("layer {} ({short})", i + 1))
     })?;
     let mut layers = Vec::new();
@@ -1129,14 +1204,14 @@ fn resolve_oci(
 }
 
 fn check_size(d: &Descriptor, actual: u64, what: &str) -> Result<(), ImageError> {
-    match d.size {
-        Some(size) if size != actual => Err(ImageError::Malformed {
-            what: format!("{what} {}", d.digest),
-            expected: "blob of the size its descriptor gives",
-            detail: format!("the descriptor says {size} bytes, the blob has {actual}"),
-        }),
-        _ => Ok(()),
+    if d.size == actual {
+        return Ok(());
     }
+    Err(ImageError::Malformed {
+        what: format!("{what} {}", d.digest),
+        expected: "blob of the size its descriptor gives",
+        detail: format!("the descriptor says {} bytes, the blob has {actual}", d.size),
+    })
 }
 
 /// Reads an image from a blob store, starting from an index or manifest document (what a
@@ -1163,47 +1238,41 @@ impl BlobSource for OciDir {
         threads()
     }
 
-    fn open(&self, digest: &Digest) -> Result<Box<dyn Read + '_>, ImageError> {
+    /// A blob is a regular file of exactly the size its descriptor declares, checked
+    /// before a byte is read: a FIFO, a device or a huge sparse file under its name is
+    /// refused at once.
+    fn open(&self, digest: &Digest, size: u64) -> Result<Box<dyn Read + '_>, ImageError> {
         // The digest was validated as 64 hex digits: it cannot climb out of the directory.
         let path = self.root.join("blobs").join("sha256").join(digest.hex());
-        let f = std::fs::File::open(&path).map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => {
-                ImageError::Missing(format!("blob `{}` is missing", path.display()))
+        let (file, len) = crate::files::open_regular(&path, "blob").map_err(|e| match e {
+            crate::files::ReadError::NotFound { .. } => {
+                ImageError::Missing(format!("blob `{}` is missing", crate::files::shown(&path)))
             }
-            _ => ImageError::Io {
-                what: path.display().to_string(),
-                source: e,
-            },
+            other => ImageError::File(other),
         })?;
-        Ok(Box::new(std::io::BufReader::new(f)))
+        if len != size {
+            return Err(ImageError::Malformed {
+                what: format!("blob {digest}"),
+                expected: "blob of the size its descriptor gives",
+                detail: format!("the descriptor says {size} bytes, the file has {len}"),
+            });
+        }
+        Ok(Box::new(std::io::BufReader::new(file.take(size))))
     }
 }
 
-/// Reads an OCI image layout directory (`oci:DIR`).
+/// Reads an OCI image layout directory (`oci:DIR`): `index.json` and every blob it
+/// reaches must be regular files, `index.json` and the manifests and configs at most
+/// [`MAX_CONFIG`] bytes, each blob exactly its declared size.
 pub fn read_oci_dir(dir: &Path, opts: &ReadOptions) -> Result<Image, ImageError> {
     let index_path = dir.join("index.json");
-    let f = std::fs::File::open(&index_path).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => ImageError::Missing(format!(
+    let bytes = crate::files::read_bytes(&index_path, MAX_CONFIG, "OCI index").map_err(|e| match e {
+        crate::files::ReadError::NotFound { .. } => ImageError::Missing(format!(
             "`{}` has no index.json: not an OCI image layout",
-            dir.display()
+            crate::files::shown(dir)
         )),
-        _ => ImageError::Io {
-            what: index_path.display().to_string(),
-            source: e,
-        },
+        other => ImageError::File(other),
     })?;
-    let mut bytes = Vec::new();
-    f.take(MAX_CONFIG + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| ImageError::from_io("index.json", e))?;
-    if bytes.len() as u64 > MAX_CONFIG {
-        return Err(ImageError::TooLarge {
-            path: index_path.display().to_string(),
-            size: bytes.len() as u64,
-            limit: MAX_CONFIG,
-            what: "a JSON document",
-        });
-    }
     let source = OciDir {
         root: dir.to_path_buf(),
     };

@@ -2,7 +2,12 @@
 //!
 //! Every variant names what was being read (a blob, a layer, an entry path) and why it was
 //! refused, so that `gpuenv verify` can print one sentence and exit 2 for a bad or hostile
-//! image, or 3 when the bytes could not be read at all.
+//! image, or 3 when the bytes could not be read at all. What an image controls (entry
+//! paths, names, a JSON parser's words about a value) is shown as an excerpt
+//! ([`crate::text::excerpt`]): a tar path may be 64 KiB long, and a message holds a
+//! sentence, not a file.
+
+use crate::text::excerpt;
 
 /// Why an image, a layer or one of its entries could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -32,13 +37,13 @@ pub enum ImageError {
         detail: String,
     },
     /// An entry's path or hard-link target leaves the image root (`../../etc/passwd`).
-    #[error("entry `{path}` escapes the image root; refusing the layer")]
+    #[error("entry `{}` escapes the image root; refusing the layer", excerpt(.path))]
     PathTraversal {
         /// The path as written in the archive.
         path: String,
     },
     /// An entry is larger than the reader accepts for it.
-    #[error("entry `{path}` declares {size} bytes, over the limit of {limit} bytes for {what}")]
+    #[error("entry `{}` declares {size} bytes, over the limit of {limit} bytes for {what}", excerpt(.path))]
     TooLarge {
         /// The entry.
         path: String,
@@ -58,7 +63,7 @@ pub enum ImageError {
         limit: u64,
     },
     /// A blob's content does not hash to the digest it is named or listed by.
-    #[error("digest mismatch for {what}: expected {expected}, the content hashes to {actual}")]
+    #[error("digest mismatch for {}: expected {expected}, the content hashes to {actual}", excerpt(.what))]
     DigestMismatch {
         /// The blob.
         what: String,
@@ -68,7 +73,7 @@ pub enum ImageError {
         actual: String,
     },
     /// A structural document (manifest.json, index.json, a manifest, a config) is wrong.
-    #[error("{what} is not a valid {expected}: {detail}")]
+    #[error("{} is not a valid {expected}: {}", excerpt(.what), excerpt(.detail))]
     Malformed {
         /// The document.
         what: String,
@@ -83,8 +88,12 @@ pub enum ImageError {
     /// A format this reader does not handle (bzip2 or xz layers, foreign-layer URLs).
     #[error("{0}")]
     Unsupported(String),
+    /// A file of an `oci:` directory was refused before it was read (not a regular file,
+    /// too large), or could not be read.
+    #[error(transparent)]
+    File(crate::files::ReadError),
     /// An error inside a named blob or layer.
-    #[error("{context}: {source}")]
+    #[error("{}: {source}", excerpt(.context))]
     In {
         /// The blob or layer (`layer 3 (blobs/sha256/ab12…)`).
         context: String,
@@ -113,7 +122,11 @@ impl ImageError {
     /// Whether the image (not the machine) is at fault: bad input, exit code 2. An
     /// [`ImageError::Io`] that is not about the data's shape is the environment's (exit 3).
     pub fn is_bad_input(&self) -> bool {
-        !matches!(self.root(), ImageError::Io { .. })
+        match self.root() {
+            ImageError::Io { .. } => false,
+            ImageError::File(e) => e.is_bad_input(),
+            _ => true,
+        }
     }
 
     /// Maps an I/O error that happened while decoding `what`: an early end is

@@ -16,9 +16,12 @@
 //! and FIFOs (`3`, `4`, `6`), directories (`5`), GNU long names and long link names (`L`,
 //! `K`), PAX records (`x`: `path`, `linkpath`, `size`; `g` is read and ignored). GNU sparse
 //! files (`S`) are reported as [`Kind::Other`]: their stored bytes are not the file.
-//! Two zero blocks, or one followed by the end of the stream, end the archive; a stream
-//! that ends exactly on a header boundary without them is taken as ended too (many
-//! writers omit them), so a truncation there is only caught by the blob's digest.
+//! Two zero blocks, or one followed by the end of the stream, end the archive. A stream
+//! that ends exactly on a header boundary without them is, for an archive file or stream
+//! ([`TarReader::requiring_end`]: `docker save` and OCI archives, which every writer ends
+//! with the marker), truncated: cut between two members, it would otherwise read as a
+//! whole archive that lacks what came after the cut. A layer is taken as ended there, as
+//! Docker's own reader takes it (some writers omit the marker); its digest catches a cut.
 
 use std::io::{self, Read};
 
@@ -74,6 +77,8 @@ pub struct TarReader<R> {
     what: String,
     /// How to pass over data nobody reads without reading it, where the reader can.
     seek: Option<fn(&mut R, u64) -> io::Result<()>>,
+    /// Whether an end of stream without the end-of-archive marker is a truncation.
+    require_end: bool,
 }
 
 /// Moves a seekable reader `n` bytes on.
@@ -107,6 +112,16 @@ impl<R: Read> TarReader<R> {
             done: false,
             what: what.into(),
             seek: None,
+            require_end: false,
+        }
+    }
+
+    /// Requires the end-of-archive marker: a non-empty stream that ends after a member
+    /// without it is truncated, not ended. For archives; a layer is read without it.
+    pub fn requiring_end(self) -> Self {
+        TarReader {
+            require_end: true,
+            ..self
         }
     }
 
@@ -142,6 +157,12 @@ impl<R: Read> TarReader<R> {
                 self.done = true;
                 if long_name.is_some() || long_link.is_some() || pax_path.is_some() || pax_size.is_some() {
                     return Err(self.truncated(at, "the archive ends after an extension header"));
+                }
+                if self.require_end && at > 0 {
+                    return Err(self.truncated(
+                        at,
+                        "the archive ends after a member, without the end-of-archive marker (two zero blocks) that ends a whole one",
+                    ));
                 }
                 return Ok(None);
             }
@@ -578,9 +599,25 @@ mod tests {
         assert!(matches!(e, ImageError::Truncated { .. }), "{e}");
         let e = entries(&good[..300]).unwrap_err();
         assert!(matches!(e, ImageError::Truncated { .. }), "{e}");
-        // Cut exactly after the data and its padding: indistinguishable from an end.
+        // Cut exactly after the data and its padding: a layer takes it as its end (its
+        // digest catches a cut), an archive calls it truncated.
         assert_eq!(entries(&good[..1024]).unwrap().len(), 1);
         assert!(entries(b"").unwrap().is_empty());
+        let strict = |bytes: &[u8]| {
+            let mut tar = TarReader::new(bytes, "the archive").requiring_end();
+            let mut n = 0;
+            while tar.next_header()?.is_some() {
+                n += 1;
+            }
+            Ok::<_, ImageError>(n)
+        };
+        let e = strict(&good[..1024]).unwrap_err();
+        assert!(matches!(e, ImageError::Truncated { .. }), "{e}");
+        assert!(e.to_string().contains("without the end-of-archive marker"), "{e}");
+        // The whole archive, one zero block of its marker, and an empty stream are ends.
+        assert_eq!(strict(&good).unwrap(), 1);
+        assert_eq!(strict(&good[..1536]).unwrap(), 1);
+        assert_eq!(strict(b"").unwrap(), 0);
     }
 
     #[test]

@@ -89,25 +89,18 @@ pub fn read(
     let mut paths_asked = None;
     let mut layers_because = None;
     let mut opts = ReadOptions::default();
-    // A regular file is read where its layers lie, several at once; a pipe or a device
-    // (`docker-archive:/dev/stdin`) in one pass.
+    // An archive is a regular file, read where its layers lie, several at once, each
+    // member within the file's size. A FIFO, a socket or a device (`/dev/zero`) is
+    // refused before it is read: it could be read forever, or wait forever.
     let read_file = |path: &std::path::Path, opts: &ReadOptions| -> Result<archive::Image, VerifyError> {
-        let file = std::fs::File::open(path).map_err(|e| {
-            VerifyError::Input(format!(
-                "cannot read `{}`: {}",
-                path.display(),
-                if e.kind() == std::io::ErrorKind::NotFound {
-                    "no such file".to_string()
-                } else {
-                    e.to_string()
-                }
-            ))
+        let (file, _) = crate::files::open_regular(path, "archive").map_err(|e| {
+            if e.is_bad_input() {
+                VerifyError::Input(e.to_string())
+            } else {
+                VerifyError::Environment(e.to_string())
+            }
         })?;
-        Ok(if file.metadata().is_ok_and(|m| m.is_file()) {
-            archive::read_archive_file(&file, opts)?
-        } else {
-            archive::read_archive(std::io::BufReader::new(file), opts)?
-        })
+        Ok(archive::read_archive_file(&file, opts)?)
     };
     let (image, transport) = match reference {
         ImageRef::DockerArchive { path, image } => {
@@ -200,11 +193,15 @@ impl archive::BlobSource for RegistryBlobs<'_> {
         3
     }
 
-    fn open(&self, digest: &crate::image::digest::Digest) -> Result<Box<dyn Read + '_>, ImageError> {
+    fn open(
+        &self,
+        digest: &crate::image::digest::Digest,
+        size: u64,
+    ) -> Result<Box<dyn Read + '_>, ImageError> {
         let desc = crate::registry::Descriptor {
             media_type: String::new(),
             digest: digest.as_str().to_string(),
-            size: 0,
+            size,
             platform: None,
         };
         let reader = self

@@ -704,7 +704,8 @@ fn an_oci_layout_directory() {
         read.layers[0].compression,
         gpuenv::image::layer::Compression::Zstd
     );
-    // A blob that changed on disk is caught.
+    // A blob that changed on disk is caught: of another size than its descriptor says,
+    // before it is read; of the same size, by its digest.
     let layer_path = dir.path().join(format!(
         "blobs/sha256/{}",
         gpuenv::image::digest::sha256(&zstd(&l)).hex()
@@ -715,12 +716,44 @@ fn an_oci_layout_directory() {
     )
     .unwrap();
     let e = read_oci_dir(dir.path(), &ReadOptions::default()).unwrap_err();
-    assert!(matches!(e.root(), ImageError::DigestMismatch { .. }), "{e}");
+    assert!(matches!(e.root(), ImageError::Malformed { .. }), "{e}");
+    assert!(e.to_string().contains("the descriptor says"), "{e}");
     std::fs::remove_file(&layer_path).unwrap();
     let e = read_oci_dir(dir.path(), &ReadOptions::default()).unwrap_err();
     assert!(e.to_string().contains("missing"), "{e}");
     let e = read_oci_dir(&dir.path().join("nope"), &ReadOptions::default()).unwrap_err();
     assert!(e.to_string().contains("not an OCI image layout"), "{e}");
+
+    // Of the same size, by its digest: a plain tar layer with one byte of a file changed.
+    let plain = oci_image(
+        &Config::default(),
+        std::slice::from_ref(&l),
+        std::slice::from_ref(&l),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("blobs/sha256")).unwrap();
+    for (path, data) in &plain.members {
+        std::fs::write(dir.path().join(path), data).unwrap();
+    }
+    let index = json!({"schemaVersion": 2, "manifests": [manifest_descriptor(&plain.manifest, None, None)]});
+    std::fs::write(dir.path().join("index.json"), serde_json::to_vec(&index).unwrap()).unwrap();
+    assert!(read_oci_dir(dir.path(), &ReadOptions::default()).is_ok());
+    let mut tampered = l.clone();
+    let at = tampered
+        .windows(5)
+        .position(|w| w == b"Jammy")
+        .expect("the file's text in the layer");
+    tampered[at] = b'X';
+    std::fs::write(
+        dir.path().join(format!(
+            "blobs/sha256/{}",
+            gpuenv::image::digest::sha256(&l).hex()
+        )),
+        tampered,
+    )
+    .unwrap();
+    let e = read_oci_dir(dir.path(), &ReadOptions::default()).unwrap_err();
+    assert!(matches!(e.root(), ImageError::DigestMismatch { .. }), "{e}");
 }
 
 // ---------------------------------------------------------------------------------------

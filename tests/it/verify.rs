@@ -222,7 +222,7 @@ fn bad_input_and_hostile_archives() {
     assert_eq!(run.code, 2);
     assert!(
         run.stderr
-            .contains("cannot read `/nonexistent/x.tar`: no such file"),
+            .contains("cannot read archive `/nonexistent/x.tar`: no such file"),
         "{}",
         run.stderr
     );
