@@ -10,6 +10,7 @@ use clap::Args;
 use super::{CliError, Exit, ProjectArgs, StackArgs, open_db};
 use crate::docker::{self, Bollard, Reference, auth, context::Context};
 use crate::dockerfile::{self, Dockerfile, Request};
+use crate::files::{self, limits};
 use crate::report;
 use crate::resolve::{self, Stack, Status};
 
@@ -28,7 +29,8 @@ pub(super) struct DockerfileArgs {
     /// the current folder.
     #[arg(long, value_name = "FILE")]
     out: Option<PathBuf>,
-    /// Replace FILE when it exists.
+    /// Replace FILE when it exists and is a regular file (never a link, a directory, a
+    /// FIFO or a device).
     #[arg(long, requires = "out")]
     force: bool,
 }
@@ -197,36 +199,19 @@ pub(super) fn dockerfile(
     Ok(Exit::Ok)
 }
 
-/// Writes through a temporary file in the same folder and a rename, so that an
-/// interrupted write never leaves half a Dockerfile; refuses to replace a file unless told.
+/// Writes the Dockerfile atomically (see [`crate::files::write_file`]), so that an
+/// interrupted write never leaves half a Dockerfile; an existing file is replaced only
+/// with `--force`, and only when it is a regular file.
 fn write_atomically(path: &Path, data: &[u8], force: bool) -> Result<(), CliError> {
-    if !force && path.exists() {
-        return Err(CliError::Usage(format!(
-            "`{}` exists; give --force to replace it",
-            path.display()
-        )));
-    }
-    if path.is_dir() {
-        return Err(CliError::Usage(format!("`{}` is a folder", path.display())));
-    }
-    let werr = |e: io::Error| CliError::Write {
-        path: path.to_path_buf(),
-        source: e,
+    let replace = if force {
+        files::Replace::RegularFile
+    } else {
+        files::Replace::Nothing
     };
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().to_string())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.gpuenv-{}.partial", std::process::id()));
-    let result = fs_err::write(&tmp, data).and_then(|()| fs_err::rename(&tmp, path));
-    if result.is_err() {
-        let _ = fs_err::remove_file(&tmp);
-    }
-    result.map_err(werr)
+    files::write_file(path, data, replace).map_err(|e| match e {
+        files::WriteError::Exists { .. } => CliError::Usage(format!("{e}; give --force to replace it")),
+        other => super::write_error(other),
+    })
 }
 
 /// Progress to stderr; a broken stderr must not fail the build, so its errors are dropped.
@@ -271,8 +256,12 @@ pub(super) fn build(db: &Option<PathBuf>, args: &BuildArgs, out: &mut dyn Write)
         Some(dir) => ctx.add_dir(dir)?,
         None => {
             for (rel, path) in &plan.files {
-                let data = fs_err::read(path)
-                    .map_err(|e| CliError::Usage(format!("cannot read `{}`: {e}", path.display())))?;
+                let data = files::read_bytes(
+                    path,
+                    limits::REQUIREMENTS_FILE.max(limits::PYPROJECT),
+                    "project file",
+                )
+                .map_err(super::stack::read_error)?;
                 ctx.add_file(rel, data, 0o644)?;
             }
         }

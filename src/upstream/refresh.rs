@@ -2,11 +2,11 @@
 //! releases, compared with the curated records, as proposals for review.
 //!
 //! Curated facts are never overwritten: proposals are written to a directory of their own,
-//! all at once (a temporary directory renamed into place), so a failure leaves nothing
-//! half-written.
+//! all at once (a temporary directory of a random name renamed into place, which refuses a
+//! folder filled or swapped in meanwhile), so a failure leaves nothing half-written.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use reqwest::Url;
 use serde::Serialize;
@@ -583,50 +583,36 @@ pub fn refresh(
     })
 }
 
-fn check_out_dir(dir: &Path) -> Result<(), UpstreamError> {
-    let bad = |reason: &str| UpstreamError::OutDir {
-        path: dir.display().to_string(),
-        reason: reason.to_string(),
-    };
-    match fs_err::read_dir(dir) {
-        Ok(mut entries) => {
-            if entries.next().is_some() {
-                return Err(bad("is not empty: proposals go to a new or empty directory"));
-            }
-            Ok(())
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(_) if dir.exists() => Err(bad("is not a directory")),
-        Err(e) => Err(bad(&format!("cannot be read: {e}"))),
+/// The proposals' folder as an error of this command: one that is not new or empty (or
+/// is a link) is bad input; a failed write is the environment's.
+fn out_dir_error(e: crate::files::WriteError) -> UpstreamError {
+    use crate::files::WriteError;
+    match e {
+        WriteError::Failed { path, source } => UpstreamError::Write {
+            path: crate::files::shown(&path),
+            reason: source.to_string(),
+        },
+        WriteError::Refused { path, reason } => UpstreamError::OutDir {
+            path: crate::files::shown(&path),
+            reason: format!("{reason}: proposals go to a new or empty directory"),
+        },
+        WriteError::Exists { path } => UpstreamError::OutDir {
+            path: crate::files::shown(&path),
+            reason: "exists: proposals go to a new or empty directory".into(),
+        },
     }
 }
 
-/// Writes into a temporary sibling directory, then renames it into place.
+fn check_out_dir(dir: &Path) -> Result<(), UpstreamError> {
+    crate::files::check_new_dir(dir).map_err(out_dir_error)
+}
+
+/// Writes every proposal at once: a temporary folder beside `dir`, renamed into place
+/// (see [`crate::files::write_new_dir`]).
 fn write_all(dir: &Path, proposals: &[Proposal]) -> Result<(), UpstreamError> {
-    let name = dir
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "out".into());
-    let tmp: PathBuf = dir.with_file_name(format!(".{name}.partial-{}", std::process::id()));
-    let werr = |path: &Path, e: std::io::Error| UpstreamError::Write {
-        path: path.display().to_string(),
-        reason: e.to_string(),
-    };
-    let result = (|| {
-        for p in proposals {
-            let path = tmp.join(&p.file);
-            if let Some(parent) = path.parent() {
-                fs_err::create_dir_all(parent).map_err(|e| werr(parent, e))?;
-            }
-            fs_err::write(&path, &p.text).map_err(|e| werr(&path, e))?;
-        }
-        if dir.exists() {
-            fs_err::remove_dir(dir).map_err(|e| werr(dir, e))?;
-        }
-        fs_err::rename(&tmp, dir).map_err(|e| werr(dir, e))
-    })();
-    if result.is_err() {
-        let _ = fs_err::remove_dir_all(&tmp);
-    }
-    result
+    crate::files::write_new_dir(
+        dir,
+        proposals.iter().map(|p| (p.file.as_str(), p.text.as_bytes())),
+    )
+    .map_err(out_dir_error)
 }
