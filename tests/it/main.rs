@@ -7,6 +7,7 @@ mod daemon;
 mod db;
 mod doctor;
 mod extensions;
+mod files;
 mod image;
 mod image_build;
 mod query;
