@@ -9,6 +9,7 @@ mod doctor;
 mod extensions;
 mod image;
 mod image_build;
+mod processes;
 mod query;
 mod reading;
 mod refresh;
