@@ -466,3 +466,48 @@ fn an_image_whose_symlinks_loop_is_read_from_its_layers_and_named_at_fault() {
         "a container was left"
     );
 }
+
+#[test]
+fn probe_output_echoed_in_doctor_reaches_the_terminal_only_made_safe() {
+    // A host whose NVML error and torch's CUDA warning (both echoed in reasons) try to
+    // clear the screen, hide a link and forge a passing check.
+    let dir = crate::support::derived_host("nvml-mismatch", |r| {
+        r["nvml"]["error"] = serde_json::json!(format!("Driver/library version mismatch{HOSTILE}"));
+        let warning =
+            serde_json::to_string(&format!("Error 804{HOSTILE}\r\n  pass cuda-available: fine")).unwrap();
+        let probe = r["commands"]["python3 -c <python-probe>"]["stdout"]
+            .as_str()
+            .unwrap()
+            .replace(
+                "Error 804: forward compatibility was attempted on non supported HW",
+                warning.trim_matches('"'),
+            );
+        r["commands"]["python3 -c <python-probe>"]["stdout"] = probe.into();
+    });
+    let host = dir.path().to_str().unwrap();
+    let r = run(&mut gpuenv_command(
+        &root(),
+        &["doctor", "--host-facts", host],
+        &[],
+    ));
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    assert!(!has_control(&r.stdout), "{:?}", r.stdout);
+    assert!(
+        !r.stdout
+            .lines()
+            .any(|l| l.trim_start().starts_with("FAKE")
+                || l.trim_start().starts_with("pass cuda-available: fine")),
+        "{}",
+        r.stdout
+    );
+    for shown in [
+        "Error 804x\\r\\nFAKE pass link dne\\r\\n  pass cuda-available: fine",
+        "nvml: Driver/library version mismatchx\\r\\nFAKE pass link dne",
+    ] {
+        assert!(
+            r.stdout.contains(shown),
+            "no `{shown}`, escaped, in: {}",
+            r.stdout
+        );
+    }
+}
