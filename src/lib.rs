@@ -17,8 +17,9 @@
 //! - [`judge`]: doctor's checks and the host against the project and the order.
 //! - [`registry`]: the OCI distribution API, without a daemon.
 //! - [`verify`]: an image from any source, judged against its claims and a host.
-//! - [`text`]: cleaning other programs' output.
+//! - [`text`]: cleaning other programs' output; making text from outside safe to show.
 //! - [`files`]: files users name: regular files only, within caps; output written atomically.
+//! - [`interrupt`]: SIGINT and SIGTERM while gpuenv holds something in the daemon.
 //! - [`report`]: the only module that prints.
 //! - [`cli`]: argument parsing and dispatch.
 
@@ -29,6 +30,7 @@ pub mod dockerfile;
 pub mod files;
 pub mod host;
 pub mod image;
+pub mod interrupt;
 pub mod judge;
 pub mod model;
 pub mod process;

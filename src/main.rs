@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use gpuenv::cli::{self, Cli, Exit};
+use gpuenv::report;
 
 fn main() -> ExitCode {
     let args = match Cli::try_parse() {
@@ -28,7 +29,7 @@ fn main() -> ExitCode {
         Ok(exit) => {
             if let Err(e) = flushed {
                 if e.kind() != io::ErrorKind::BrokenPipe {
-                    eprintln!("error: cannot write output: {e}");
+                    let _ = report::error(&mut io::stderr().lock(), &[format!("cannot write output: {e}")]);
                     return ExitCode::from(Exit::Environment.code());
                 }
             }
@@ -36,8 +37,11 @@ fn main() -> ExitCode {
         }
         Err(e) => {
             let code = e.exit().code();
-            let err = anyhow::Error::new(e);
-            eprintln!("error: {err:#}");
+            let lines = match e.lines() {
+                Some(lines) => lines,
+                None => vec![format!("{:#}", anyhow::Error::new(e))],
+            };
+            let _ = report::error(&mut io::stderr().lock(), &lines);
             ExitCode::from(code)
         }
     }

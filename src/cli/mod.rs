@@ -17,6 +17,8 @@ pub use host::HostArgs;
 pub use stack::{ProjectArgs, StackArgs};
 
 use crate::db::{self, Db, DbError, Found, Kind, LookupError};
+use crate::docker::DockerError;
+use crate::interrupt::Signal;
 use crate::report;
 use crate::resolve::{self, QueryError, Status};
 use crate::upstream::{self, RefreshOptions, UpstreamError};
@@ -32,6 +34,11 @@ pub enum Exit {
     BadInput = 2,
     /// The environment failed: Docker unreachable, a probe crashed, a registry refused.
     Environment = 3,
+    /// SIGINT (Ctrl-C) stopped the run, after what it had made in the daemon was removed:
+    /// 128 + 2, as a shell reports a process the signal killed.
+    Interrupted = 130,
+    /// SIGTERM stopped the run, after what it had made in the daemon was removed: 128 + 15.
+    Terminated = 143,
 }
 
 impl Exit {
@@ -65,6 +72,9 @@ pub enum CliError {
     /// A project file does not parse.
     #[error(transparent)]
     Input(#[from] resolve::input::InputError),
+    /// An order file does not read: every problem, a line each.
+    #[error(transparent)]
+    Order(#[from] crate::judge::OrderError),
     /// Writing the report failed.
     #[error("cannot write output: {0}")]
     Io(#[from] io::Error),
@@ -119,7 +129,37 @@ impl CliError {
             CliError::Auth(e) if e.is_environment() => Exit::Environment,
             CliError::Auth(_) => Exit::BadInput,
             CliError::Context(_) => Exit::BadInput,
+            CliError::Order(_) => Exit::BadInput,
+            // What an image holds made the daemon fail: the image is at fault.
+            CliError::Docker(DockerError::ImageContent { .. }) => Exit::BadInput,
+            CliError::Docker(
+                DockerError::Interrupted(Signal::Interrupt)
+                | DockerError::InterruptedLeaving {
+                    signal: Signal::Interrupt,
+                    ..
+                },
+            ) => Exit::Interrupted,
+            CliError::Docker(
+                DockerError::Interrupted(Signal::Terminate)
+                | DockerError::InterruptedLeaving {
+                    signal: Signal::Terminate,
+                    ..
+                },
+            ) => Exit::Terminated,
             CliError::Docker(_) => Exit::Environment,
+        }
+    }
+
+    /// The message as lines, for the messages that are several lines by design (every
+    /// problem of a broken database or order, a failed build and its step's output); `None`
+    /// for the one-line ones. Lines may hold text from outside: `report::error` makes each
+    /// safe, and shows a line break inside a line as `\n`.
+    pub fn lines(&self) -> Option<Vec<String>> {
+        match self {
+            CliError::Db(e) => e.lines(),
+            CliError::Order(e) => Some(e.problems.clone()),
+            CliError::Docker(e) => e.lines(),
+            _ => None,
         }
     }
 }
@@ -434,9 +474,11 @@ fn open_db(dir: &Option<PathBuf>) -> Result<DbRef, DbError> {
     })
 }
 
-/// Runs a parsed command line, writing its report to `out`.
+/// Runs a parsed command line, writing its report to `out` (through `report::SafeText`,
+/// so that no text from outside reaches a terminal unmade safe).
 pub fn run(cli: Cli, out: &mut dyn Write) -> Result<Exit, CliError> {
-    let result = dispatch(&cli, out);
+    let mut out = report::SafeText::new(out);
+    let result = dispatch(&cli, &mut out);
     match result {
         // A reader that went away (`gpuenv ... | head`) is not a failure.
         Err(CliError::Io(e)) if e.kind() == io::ErrorKind::BrokenPipe => Ok(Exit::Ok),
@@ -615,8 +657,7 @@ fn check(cli: &Cli, args: &CheckArgs, out: &mut dyn Write) -> Result<Exit, CliEr
         Some(path) => {
             let text = crate::files::read_text(path, crate::files::limits::ORDER, "order")
                 .map_err(stack::read_error)?;
-            crate::judge::parse_order(&crate::files::shown(path), &text)
-                .map_err(|e| CliError::Usage(e.to_string()))?
+            crate::judge::parse_order(&crate::files::shown(path), &text)?
         }
         None => crate::judge::Expect::default(),
     };
@@ -799,5 +840,60 @@ mod tests {
     #[test]
     fn clap_definitions_are_consistent() {
         super::Cli::command().debug_assert();
+    }
+
+    /// An image that makes the daemon fail is bad input; a signal exits as a shell reports
+    /// it; the daemon failing on its own is the environment.
+    #[test]
+    fn daemon_answers_map_to_the_exit_codes_of_the_contract() {
+        use super::{CliError, DockerError, Exit, Signal};
+        let code = |e: DockerError| CliError::Docker(e).exit().code();
+        assert_eq!(
+            code(DockerError::ImageContent {
+                image: "x".into(),
+                path: "/usr/local/cuda".into(),
+                reason: "its symbolic links there lead back to themselves".into(),
+            }),
+            2
+        );
+        assert_eq!(code(DockerError::Interrupted(Signal::Interrupt)), 130);
+        assert_eq!(code(DockerError::Interrupted(Signal::Terminate)), 143);
+        assert_eq!(
+            code(DockerError::InterruptedLeaving {
+                signal: Signal::Terminate,
+                left: vec!["image abc (busy)".into()],
+            }),
+            143
+        );
+        assert_eq!(
+            code(DockerError::Api("the daemon gave no reason (HTTP 500)".into())),
+            3
+        );
+        assert_eq!(Exit::Interrupted.code(), 130);
+        assert_eq!(Exit::Terminated.code(), 143);
+    }
+
+    /// Messages that are several lines by design come as lines, for the printer to make
+    /// each safe; the rest are one line.
+    #[test]
+    fn multi_line_messages_come_as_lines() {
+        use super::{CliError, DockerError};
+        let e = CliError::Docker(DockerError::BuildFailed {
+            step: Some("step 2/3 `RUN x`".into()),
+            message: "failed".into(),
+            output: vec!["one\nFAKE".into(), "two".into()],
+        });
+        assert_eq!(
+            e.lines().unwrap(),
+            [
+                "the build failed at step 2/3 `RUN x`: failed",
+                "output of the failed step:",
+                "  | one\nFAKE",
+                "  | two"
+            ]
+        );
+        let order = crate::judge::parse_order("o.toml", "gpus = 0\ncpus = -1\n").unwrap_err();
+        assert_eq!(CliError::from(order).lines().unwrap().len(), 2);
+        assert!(CliError::Usage("a\nb".into()).lines().is_none());
     }
 }

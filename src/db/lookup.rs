@@ -870,8 +870,30 @@ mod tests {
         fn any_text_reads_without_panic(text in "\\PC{0,30}") {
             let _ = db().gpus_written(&text);
             let _ = db().driver_written(&text);
-            for kind in [Kind::Gpu, Kind::Cuda, Kind::Cudnn, Kind::Torch, Kind::Driver, Kind::Python, Kind::Image] {
+            for kind in Kind::ALL {
                 let _ = db().find(kind, &text);
+            }
+        }
+
+        /// Any characters at all (control characters, combining marks, any script), alone
+        /// or beside the words and counts that are read, in every lookup of user text.
+        #[test]
+        fn any_characters_read_without_panic(
+            text in proptest::prelude::any::<String>(),
+            word in proptest::prelude::prop_oneof![
+                proptest::prelude::Just("H100"), proptest::prelude::Just("8x"),
+                proptest::prelude::Just("R535"), proptest::prelude::Just("12.4"),
+                proptest::prelude::Just("2.4.1+cu121"), proptest::prelude::Just("flash_attn"),
+                proptest::prelude::Just("80G"), proptest::prelude::Just("卡"),
+            ],
+        ) {
+            for t in [text.clone(), format!("{word}{text}"), format!("{text} {word}"), format!("{word}x{text}")] {
+                let _ = db().gpus_written(&t);
+                let _ = db().driver_written(&t);
+                let _ = db().gpu_match(&t);
+                for kind in Kind::ALL {
+                    let _ = db().find(kind, &t);
+                }
             }
         }
     }

@@ -158,16 +158,28 @@ impl DbError {
 }
 
 fn invalid_message(problems: &[Problem]) -> String {
-    let mut s = format!(
+    invalid_lines(problems).join("\n")
+}
+
+fn invalid_lines(problems: &[Problem]) -> Vec<String> {
+    let mut lines = vec![format!(
         "the database has {} problem{} (run `gpuenv db lint` for all of them):",
         problems.len(),
         if problems.len() == 1 { "" } else { "s" }
-    );
-    for p in problems.iter().take(5) {
-        s.push_str("\n  ");
-        s.push_str(&p.to_string());
+    )];
+    lines.extend(problems.iter().take(5).map(|p| format!("  {p}")));
+    lines
+}
+
+impl DbError {
+    /// The message as lines when it is several by design (a broken database: a line per
+    /// problem shown); `None` for a one-line message.
+    pub fn lines(&self) -> Option<Vec<String>> {
+        match self {
+            DbError::Invalid(problems) => Some(invalid_lines(problems)),
+            DbError::Dir { .. } | DbError::Empty { .. } | DbError::File(_) => None,
+        }
     }
-    s
 }
 
 /// Reads every record file of a database directory. Files outside `<kind>/` directories,

@@ -10,6 +10,9 @@ use bollard::query_parameters::{
     RemoveContainerOptions, RemoveImageOptions, TagImageOptions,
 };
 use futures_util::StreamExt;
+use futures_util::future::{Either, select};
+
+use crate::interrupt;
 
 use super::{
     Credentials, DockerError, Engine, ImageDetails, Progress, Reference, RegistryFault, classify, connect,
@@ -107,6 +110,19 @@ impl Bollard {
     pub fn api_version(&self) -> String {
         self.docker.client_version().to_string()
     }
+
+    /// Runs a request to completion, unless a signal asks gpuenv to stop first: then the
+    /// request is dropped (its connection closed) and the answer is
+    /// [`DockerError::Interrupted`]. Only for requests made while something is held
+    /// (see `interrupt`); removing what was made is never interrupted.
+    fn interruptible<F: std::future::Future>(&self, work: F) -> Result<F::Output, DockerError> {
+        self.rt.block_on(async {
+            match select(std::pin::pin!(work), std::pin::pin!(interrupt::cancelled())).await {
+                Either::Left((done, _)) => Ok(done),
+                Either::Right((signal, _)) => Err(DockerError::Interrupted(signal)),
+            }
+        })
+    }
 }
 
 impl Engine for Bollard {
@@ -118,7 +134,9 @@ impl Engine for Bollard {
             forcerm: true,
             ..BuildImageOptions::default()
         };
-        self.rt.block_on(async {
+        // A signal drops the request: the daemon then cancels the build and removes the
+        // step's container itself; `docker::build` removes what the build committed.
+        self.interruptible(async {
             let mut stream = self
                 .docker
                 .build_image(options, None, Some(bollard::body_full(context.into())));
@@ -153,7 +171,7 @@ impl Engine for Bollard {
             // Engines before API 1.30 do not send the id as `aux`; the short id serves.
             id.or(short)
                 .ok_or_else(|| DockerError::Api("the build ended without naming the image it made".into()))
-        })
+        })?
     }
 
     fn tag(&self, image: &str, name: &Reference) -> Result<(), DockerError> {
@@ -298,6 +316,53 @@ impl Engine for Bollard {
             .ok_or_else(|| DockerError::NoSuchImage(name.to_string()))
     }
 
+    fn remove_one(&self, id: &str) -> Result<bool, DockerError> {
+        let options = RemoveImageOptions {
+            force: false,
+            noprune: true,
+            ..RemoveImageOptions::default()
+        };
+        match self
+            .rt
+            .block_on(self.docker.remove_image(id, Some(options), None))
+        {
+            Ok(_) => Ok(true),
+            Err(e) if is_not_found(&e) => Ok(false),
+            Err(e) => Err(classify(e)),
+        }
+    }
+
+    fn parent(&self, image: &str) -> Result<Option<String>, DockerError> {
+        // The history lists the image, then what it was built on; an image the daemon did
+        // not build (pulled, or in the containerd store) shows `<missing>` there.
+        match self.rt.block_on(self.docker.image_history(image)) {
+            Ok(history) => Ok(history
+                .get(1)
+                .map(|h| h.id.clone())
+                .filter(|id| id.starts_with("sha256:"))),
+            Err(e) if is_not_found(&e) => Ok(None),
+            Err(e) => Err(classify(e)),
+        }
+    }
+
+    fn remove_container(&self, id: &str) -> Result<bool, DockerError> {
+        let options = RemoveContainerOptions {
+            force: true,
+            v: true,
+            ..RemoveContainerOptions::default()
+        };
+        match self.rt.block_on(self.docker.remove_container(id, Some(options))) {
+            Ok(()) => Ok(true),
+            Err(e) if is_not_found(&e) => Ok(false),
+            // The daemon is removing it already (a cancelled build's step): gone either way.
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 409,
+                message,
+            }) if message.contains("already in progress") => Ok(true),
+            Err(e) => Err(classify(e)),
+        }
+    }
+
     fn load(&self, archive: Vec<u8>) -> Result<(), DockerError> {
         let options = bollard::query_parameters::ImportImageOptions::default();
         self.rt.block_on(async {
@@ -420,19 +485,50 @@ pub struct Paths<'a> {
     id: String,
     image: String,
     closed: bool,
+    /// Let go after the container was removed (fields drop after `Drop::drop`).
+    _hold: interrupt::Hold,
+}
+
+/// The label every container gpuenv creates carries, with the value `gpuenv`:
+/// `docker ps -a --filter label=io.gpuenv.created-by` lists those a killed run left.
+pub const CREATED_BY: &str = "io.gpuenv.created-by";
+
+/// The labels of a container gpuenv creates: [`CREATED_BY`], and the version, the process
+/// and the image, so that a leftover says which run left it and why.
+pub fn container_labels(image: &str) -> std::collections::HashMap<String, String> {
+    [
+        (CREATED_BY, "gpuenv".to_string()),
+        ("io.gpuenv.version", env!("CARGO_PKG_VERSION").to_string()),
+        ("io.gpuenv.pid", std::process::id().to_string()),
+        (
+            "io.gpuenv.purpose",
+            "read files of an image; never started".to_string(),
+        ),
+        ("io.gpuenv.image", image.to_string()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
 }
 
 impl Bollard {
-    /// Creates the never-started container [`Paths`] reads through.
+    /// Creates the never-started container [`Paths`] reads through, labelled as gpuenv's
+    /// ([`container_labels`]) so that one a killed run left can be found.
     pub fn open_paths(&self, image: &str) -> Result<Paths<'_>, DockerError> {
+        // Taken before the container exists, let go once it is removed: a signal in
+        // between waits for the removal.
+        let hold = interrupt::hold().map_err(DockerError::Interrupted)?;
         let body = ContainerCreateBody {
             image: Some(image.to_string()),
             // Never started: a command is only needed because an image may have none.
             cmd: Some(vec!["/gpuenv-never-started".into()]),
             entrypoint: Some(Vec::new()),
             network_disabled: Some(true),
+            labels: Some(container_labels(image)),
             ..ContainerCreateBody::default()
         };
+        // Not interruptible: a create cut short may still make a container, whose id
+        // would then be unknown.
         let created = self
             .rt
             .block_on(self.docker.create_container(None, body))
@@ -443,12 +539,18 @@ impl Bollard {
                     classify(e)
                 }
             })?;
-        Ok(Paths {
+        let paths = Paths {
             engine: self,
             id: created.id,
             image: image.to_string(),
             closed: false,
-        })
+            _hold: hold,
+        };
+        // A signal during the create: the container goes again at once (on drop).
+        if let Some(signal) = interrupt::requested() {
+            return Err(DockerError::Interrupted(signal));
+        }
+        Ok(paths)
     }
 
     /// The image's inspect document, as the Engine gives it (`None`: no such image).
@@ -477,6 +579,7 @@ impl Paths<'_> {
     ) -> Result<(Vec<Option<PathStat>>, Vec<Fetched>), DockerError> {
         let docker = &self.engine.docker;
         let id = self.id.as_str();
+        let image = self.image.as_str();
         let stat_all = futures_util::stream::iter(stats.iter().map(|path| async move {
             let options = bollard::query_parameters::ContainerArchiveInfoOptions { path: path.clone() };
             match docker.get_container_archive_info(id, Some(options)).await {
@@ -486,7 +589,19 @@ impl Paths<'_> {
                     link_target: s.link_target,
                 })),
                 Err(e) if is_not_found(&e) => Ok(None),
-                Err(e) => Err(classify(e)),
+                Err(e) => {
+                    let e = said_of_stat(docker, id, path, e).await;
+                    match content_fault(&e) {
+                        _ if is_not_found(&e) => Ok(None),
+                        Some(ContentFault::Absent) => Ok(None),
+                        Some(ContentFault::Unreadable(reason)) => Err(DockerError::ImageContent {
+                            image: image.to_string(),
+                            path: path.clone(),
+                            reason,
+                        }),
+                        None => Err(classify(e)),
+                    }
+                }
             }
         }))
         .buffered(PATH_REQUESTS_IN_FLIGHT)
@@ -499,7 +614,17 @@ impl Paths<'_> {
                 match chunk {
                     Ok(chunk) => tar.extend_from_slice(&chunk),
                     Err(e) if is_not_found(&e) => return Ok(Fetched::Missing),
-                    Err(e) => return Err(classify(e)),
+                    Err(e) => {
+                        return match content_fault(&e) {
+                            Some(ContentFault::Absent) => Ok(Fetched::Missing),
+                            Some(ContentFault::Unreadable(reason)) => Err(DockerError::ImageContent {
+                                image: image.to_string(),
+                                path: path.clone(),
+                                reason,
+                            }),
+                            None => Err(classify(e)),
+                        };
+                    }
                 }
                 if tar.len() as u64 > *limit {
                     return Ok(Fetched::TooLarge);
@@ -511,8 +636,7 @@ impl Paths<'_> {
         .collect::<Vec<Result<Fetched, DockerError>>>();
         let (stats, gets) = self
             .engine
-            .rt
-            .block_on(async { futures_util::future::join(stat_all, get_all).await });
+            .interruptible(futures_util::future::join(stat_all, get_all))?;
         Ok((
             stats.into_iter().collect::<Result<_, _>>()?,
             gets.into_iter().collect::<Result<_, _>>()?,
@@ -526,15 +650,19 @@ impl Paths<'_> {
     }
 
     fn remove(&self) -> Result<(), DockerError> {
-        let options = RemoveContainerOptions {
-            force: true,
-            v: true,
-            ..RemoveContainerOptions::default()
-        };
-        self.engine
-            .rt
-            .block_on(self.engine.docker.remove_container(&self.id, Some(options)))
-            .map_err(classify)
+        self.engine.remove_container(&self.id).map(|_| ()).map_err(|e| {
+            DockerError::Api(format!(
+                "cannot remove the container {} gpuenv created to read `{}` (remove it with \
+                 `docker rm -f {}`): {}",
+                self.id,
+                self.image,
+                self.id,
+                match e {
+                    DockerError::Api(m) => m,
+                    other => other.to_string(),
+                }
+            ))
+        })
     }
 }
 
@@ -544,6 +672,105 @@ impl Drop for Paths<'_> {
             let _ = self.remove();
         }
     }
+}
+
+/// The error of a `stat` with the daemon's reason in it. The answer to a `HEAD` has no
+/// body, so its reason is empty: the same path asked with `GET` says why (its answer starts
+/// with the error when the path cannot be read). The first error stands when the `GET`
+/// says nothing more; a `GET` that works is dropped at its first chunk.
+async fn said_of_stat(
+    docker: &bollard::Docker,
+    id: &str,
+    path: &str,
+    e: bollard::errors::Error,
+) -> bollard::errors::Error {
+    let silent = matches!(
+        &e,
+        bollard::errors::Error::DockerResponseServerError { message, .. } if message.trim().is_empty()
+    );
+    if !silent {
+        return e;
+    }
+    let options = DownloadFromContainerOptions {
+        path: path.to_string(),
+    };
+    let mut stream = docker.download_from_container(id, Some(options));
+    match stream.next().await {
+        Some(Err(said @ bollard::errors::Error::DockerResponseServerError { .. })) => said,
+        _ => e,
+    }
+}
+
+/// How the daemon failed on a path because of what the image holds there.
+#[derive(Debug, PartialEq, Eq)]
+enum ContentFault {
+    /// A component of the path is a file, not a directory (`ENOTDIR`): the path is not
+    /// there, as `stat` in the image would say.
+    Absent,
+    /// The daemon cannot resolve the path (its symbolic links loop): why, in words, with
+    /// the daemon's storage paths taken out.
+    Unreadable(String),
+}
+
+/// Tells a failure of the archive API caused by the image's content from one of the
+/// daemon itself. The daemon answers both with HTTP 500 and names the path inside its own
+/// storage (`/var/lib/docker/overlay2/<id>/merged/usr/local/cuda`); its words decide.
+fn content_fault(e: &bollard::errors::Error) -> Option<ContentFault> {
+    let bollard::errors::Error::DockerResponseServerError { message, .. } = e else {
+        return None;
+    };
+    content_fault_of(message)
+}
+
+fn content_fault_of(message: &str) -> Option<ContentFault> {
+    let lower = message.to_lowercase();
+    if lower.contains("too many links") || lower.contains("too many levels of symbolic links") {
+        let clean = without_daemon_paths(message);
+        Some(ContentFault::Unreadable(format!(
+            "its symbolic links there lead back to themselves (the daemon says: {clean})"
+        )))
+    } else if lower.ends_with(": not a directory") {
+        Some(ContentFault::Absent)
+    } else {
+        None
+    }
+}
+
+/// A daemon message with each path inside the daemon's storage cut down to the path in the
+/// container it stands for: `.../merged/usr/local/cuda` (overlay2, fuse-overlayfs),
+/// `.../rootfs/usr/local/cuda`, `.../diff/...` become `/usr/local/cuda`; any other path
+/// under the daemon's data root is replaced by a phrase.
+fn without_daemon_paths(message: &str) -> String {
+    message
+        .split(' ')
+        .map(|word| {
+            let start = word.find('/').unwrap_or(word.len());
+            let (head, path) = word.split_at(start);
+            if path.is_empty() {
+                return word.to_string();
+            }
+            for marker in ["/merged", "/rootfs", "/diff"] {
+                if let Some(at) = path.find(&format!("{marker}/")).or_else(|| {
+                    path.strip_suffix(marker)
+                        .or_else(|| path.strip_suffix(&format!("{marker}:")))
+                        .map(str::len)
+                }) {
+                    let rest = &path[at + marker.len()..];
+                    let rest = if rest.is_empty() || rest == ":" {
+                        format!("/{rest}")
+                    } else {
+                        rest.to_string()
+                    };
+                    return format!("{head}{rest}");
+                }
+            }
+            if path.starts_with("/var/lib/docker/") || path.contains("/docker/containers/") {
+                return format!("{head}(a path in the daemon's storage)");
+            }
+            word.to_string()
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// The first regular file of a tar, bounded.
@@ -589,5 +816,77 @@ impl std::io::Read for ChannelReader {
         out[..n].copy_from_slice(&self.buf[..n]);
         self.buf = self.buf.slice(n..);
         Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_symlink_loop_is_the_images_fault_told_without_the_daemons_paths() {
+        // What Docker 20.10 on fuse-overlayfs answers for `a -> a` at /usr/local/cuda.
+        let said = "evalSymlinksInScope: too many links in /var/lib/docker/fuse-overlayfs/34e7a98cfa7d0c9bfcb4290c2d129215b0361944fdb9b507593d952a8a4f0d90/merged/usr/local/cuda";
+        let Some(ContentFault::Unreadable(why)) = content_fault_of(said) else {
+            panic!("not a content fault: {said}")
+        };
+        assert_eq!(
+            why,
+            "its symbolic links there lead back to themselves (the daemon says: \
+             evalSymlinksInScope: too many links in /usr/local/cuda)"
+        );
+        let Some(ContentFault::Unreadable(why)) =
+            content_fault_of("lstat /data/docker/overlay2/x/merged: too many levels of symbolic links")
+        else {
+            panic!("ELOOP in the kernel's words")
+        };
+        assert!(why.contains("lstat /: too many levels"), "{why}");
+        // A file where a directory would be: the path is simply not there.
+        assert_eq!(
+            content_fault_of(
+                "lstat /var/lib/docker/fuse-overlayfs/740c/merged/usr/local/cuda/bin: not a directory"
+            ),
+            Some(ContentFault::Absent)
+        );
+        // The daemon failing on its own is no fault of the image.
+        assert_eq!(
+            content_fault_of("mkdir /var/lib/docker/tmp: no space left on device"),
+            None
+        );
+    }
+
+    #[test]
+    fn daemon_storage_paths_are_cut_to_the_path_in_the_container() {
+        for (said, shown) in [
+            (
+                "lstat /var/lib/docker/overlay2/abc/merged/etc/x: too many links",
+                "lstat /etc/x: too many links",
+            ),
+            (
+                "open /run/containerd/io.containerd.runtime.v2.task/moby/abc/rootfs/etc/x: loop",
+                "open /etc/x: loop",
+            ),
+            ("stat /var/lib/docker/overlay2/abc/diff: odd", "stat /: odd"),
+            (
+                "read /var/lib/docker/image/overlay2/layerdb/x: bad",
+                "read (a path in the daemon's storage) bad",
+            ),
+            ("no paths here", "no paths here"),
+            ("path=/usr/local/cuda stays", "path=/usr/local/cuda stays"),
+        ] {
+            assert_eq!(without_daemon_paths(said), shown, "{said}");
+        }
+    }
+
+    #[test]
+    fn containers_carry_the_labels_that_find_leftovers() {
+        let labels = container_labels("gpuenv-proc/x:1");
+        assert_eq!(labels.get(CREATED_BY).map(String::as_str), Some("gpuenv"));
+        assert_eq!(labels.get("io.gpuenv.pid"), Some(&std::process::id().to_string()));
+        assert_eq!(
+            labels.get("io.gpuenv.image").map(String::as_str),
+            Some("gpuenv-proc/x:1")
+        );
+        assert!(labels.contains_key("io.gpuenv.version"));
     }
 }

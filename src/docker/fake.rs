@@ -17,6 +17,10 @@ pub(crate) struct Fake {
     pub pulled_digest: Option<String>,
     pub held_digest: Option<String>,
     pub pull_error: Option<DockerError>,
+    /// What removing an image or a container answers instead of success.
+    pub remove_error: Option<DockerError>,
+    /// The image each image was built on.
+    pub parents: BTreeMap<String, String>,
     pub calls: RefCell<Vec<String>>,
 }
 
@@ -68,6 +72,9 @@ impl Engine for Fake {
 
     fn remove(&self, name: &str, _force: bool) -> Result<bool, DockerError> {
         self.call(format!("remove {name}"));
+        if let Some(e) = &self.remove_error {
+            return Err(e.clone());
+        }
         Ok(self.images.borrow_mut().remove(name).is_some())
     }
 
@@ -131,6 +138,27 @@ impl Engine for Fake {
     fn import(&self, _rootfs: Vec<u8>, name: &Reference, _changes: &[String]) -> Result<String, DockerError> {
         self.call(format!("import {name}"));
         Ok("sha256:imported".into())
+    }
+
+    fn remove_one(&self, id: &str) -> Result<bool, DockerError> {
+        self.call(format!("remove_one {id}"));
+        if let Some(e) = &self.remove_error {
+            return Err(e.clone());
+        }
+        Ok(self.images.borrow_mut().remove(id).is_some())
+    }
+
+    fn parent(&self, image: &str) -> Result<Option<String>, DockerError> {
+        self.call(format!("parent {image}"));
+        Ok(self.parents.get(image).cloned())
+    }
+
+    fn remove_container(&self, id: &str) -> Result<bool, DockerError> {
+        self.call(format!("remove_container {id}"));
+        match &self.remove_error {
+            Some(e) => Err(e.clone()),
+            None => Ok(true),
+        }
     }
 
     fn load(&self, _archive: Vec<u8>) -> Result<(), DockerError> {

@@ -6,7 +6,11 @@
 //! references ([`mod@reference`]), build contexts ([`context`]), and the two operations the
 //! commands run on an Engine: [`build`] (nothing tagged unless the build succeeded) and
 //! [`pull`] (the digest checked against what the registry announced). Engine answers
-//! become plain data and [`DockerError`]s with messages a user can act on.
+//! become plain data and [`DockerError`]s with messages a user can act on: an image whose
+//! content makes the daemon fail is told from the daemon failing
+//! ([`DockerError::ImageContent`], without the daemon's storage paths), and an empty reason
+//! says the daemon gave none. Every container gpuenv creates carries [`CREATED_BY`]; what
+//! a run made is removed when SIGINT or SIGTERM stops it (see `crate::interrupt`).
 //!
 //! Must not: decide compatibility, choose images, or print. Progress arrives as
 //! [`Progress`] events through a callback; the caller decides where they go. Credentials
@@ -31,7 +35,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub use auth::Credentials;
-pub use engine::{Bollard, Fetched, PathStat, Paths};
+pub use engine::{Bollard, CREATED_BY, Fetched, PathStat, Paths, container_labels};
 pub use reference::{Reference, ReferenceError};
 
 /// What the Engine says about itself, for `doctor`.
@@ -106,6 +110,31 @@ pub enum DockerError {
     /// The Engine answered with an error.
     #[error("the Docker daemon refused: {0}")]
     Api(String),
+    /// What the image holds makes the daemon fail to read it (a symbolic link that leads
+    /// back to itself): a fault of the image, not of the daemon. `reason` has the daemon's
+    /// own paths (its storage directories) taken out.
+    #[error("the image `{image}` cannot be read at `{path}` through the Docker daemon: {reason}")]
+    ImageContent {
+        /// The image.
+        image: String,
+        /// The path asked for.
+        path: String,
+        /// What the daemon said, its storage paths removed.
+        reason: String,
+    },
+    /// A signal stopped the work; what gpuenv had made in the daemon was removed on the
+    /// way out.
+    #[error("stopped by {0}; what gpuenv had made in the Docker daemon was removed")]
+    Interrupted(crate::interrupt::Signal),
+    /// A signal stopped the work, and some of what gpuenv had made in the daemon could not
+    /// be removed.
+    #[error("stopped by {signal}; could not remove what gpuenv had made in the Docker daemon: {}", left.join("; "))]
+    InterruptedLeaving {
+        /// The signal.
+        signal: crate::interrupt::Signal,
+        /// Each thing left, and why.
+        left: Vec<String>,
+    },
     /// No answer in time.
     #[error("the Docker daemon did not answer within {0:?}")]
     Timeout(Duration),
@@ -120,7 +149,7 @@ pub enum DockerError {
         output: Vec<String>,
     },
     /// The registry refused or failed a pull or push.
-    #[error("cannot pull `{image}`: {fault}{}", if detail.is_empty() { String::new() } else { format!(" (the daemon says: {detail})") })]
+    #[error("cannot pull `{image}`: {fault} ({})", if detail.trim().is_empty() { "the daemon gave no reason".to_string() } else { format!("the daemon says: {detail}") })]
     Registry {
         /// The image.
         image: String,
@@ -148,21 +177,46 @@ pub enum DockerError {
 }
 
 fn build_failure(step: Option<&str>, message: &str, output: &[String]) -> String {
-    let mut s = match step {
-        Some(step) => format!("the build failed at {step}: {message}"),
-        None => format!("the build failed: {message}"),
-    };
-    if !output.is_empty() {
-        s.push_str("\noutput of the failed step:");
-        for line in output {
-            s.push_str("\n  | ");
-            s.push_str(line);
-        }
-    }
-    s
+    build_failure_lines(step, message, output).join("\n")
 }
 
+/// A failed build's message, a line each: what failed, then the step's output, each of its
+/// lines after `  | ` (so that none can pass for one of gpuenv's own).
+fn build_failure_lines(step: Option<&str>, message: &str, output: &[String]) -> Vec<String> {
+    let message = if message.trim().is_empty() {
+        NO_REASON
+    } else {
+        message
+    };
+    let mut lines = vec![match step {
+        Some(step) => format!("the build failed at {step}: {message}"),
+        None => format!("the build failed: {message}"),
+    }];
+    if !output.is_empty() {
+        lines.push("output of the failed step:".into());
+        lines.extend(output.iter().map(|l| format!("  | {l}")));
+    }
+    lines
+}
+
+/// What a message says when the daemon answered an error without a word.
+const NO_REASON: &str = "the daemon gave no reason";
+
 impl DockerError {
+    /// The message as lines, for the messages that are several lines by design (a failed
+    /// build and its step's output); `None` for the one-line ones. Each line may still hold
+    /// text from outside: the printer makes it safe.
+    pub fn lines(&self) -> Option<Vec<String>> {
+        match self {
+            DockerError::BuildFailed {
+                step,
+                message,
+                output,
+            } => Some(build_failure_lines(step.as_deref(), message, output)),
+            _ => None,
+        }
+    }
+
     /// The same error with every credential form scrubbed from its text.
     pub fn redacted(self, creds: Option<&Credentials>) -> DockerError {
         let Some(c) = creds else { return self };
@@ -268,6 +322,14 @@ pub trait Engine {
     /// One file of an image, read through a container that is created, never started,
     /// and removed again. At most `limit` bytes.
     fn read_file(&self, image: &str, path: &str, limit: u64) -> Result<Vec<u8>, DockerError>;
+    /// Removes one image by id and nothing else: not the untagged images below it, as a
+    /// plain removal would; `false` when there was none.
+    fn remove_one(&self, id: &str) -> Result<bool, DockerError>;
+    /// The image a local image was built on (`sha256:...`), as its history records it for
+    /// each image the classic builder made; `None` when none is recorded (or no image).
+    fn parent(&self, image: &str) -> Result<Option<String>, DockerError>;
+    /// Removes a container (stopping it first); `false` when there was none.
+    fn remove_container(&self, id: &str) -> Result<bool, DockerError>;
     /// Loads a `docker save` archive (`docker load`).
     fn load(&self, archive: Vec<u8>) -> Result<(), DockerError>;
     /// The `docker save` stream of an image, as it comes: memory stays bounded whatever the
@@ -299,10 +361,13 @@ pub fn build(
     tag: &Reference,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Built, DockerError> {
+    // Held until what an interrupted build left is removed.
+    let _hold = crate::interrupt::hold().map_err(DockerError::Interrupted)?;
     let mut step: Option<String> = None;
     let mut steps: Option<u32> = None;
     let mut output: Vec<String> = Vec::new();
     let mut partial = String::new();
+    let mut made = Made::default();
     let result = engine.build(context, &mut |p| {
         if let Progress::Build(chunk) = &p {
             partial.push_str(chunk);
@@ -313,7 +378,8 @@ pub fn build(
                     step = Some(format!("step {frac} `{instruction}`"));
                     steps = Some(total);
                     output.clear();
-                } else if !line.is_empty() && !is_bookkeeping(&line) {
+                    made.step(instruction);
+                } else if !made.bookkeeping(&line) && !line.is_empty() {
                     if output.len() == STEP_OUTPUT_LINES {
                         output.remove(0);
                     }
@@ -325,6 +391,14 @@ pub fn build(
     });
     let id = match result {
         Ok(id) => id,
+        Err(DockerError::Interrupted(signal)) => {
+            let left = made.remove(engine);
+            return Err(if left.is_empty() {
+                DockerError::Interrupted(signal)
+            } else {
+                DockerError::InterruptedLeaving { signal, left }
+            });
+        }
         Err(DockerError::BuildFailed { message, .. }) => {
             if !partial.trim().is_empty() {
                 output.push(partial.trim_end().to_string());
@@ -349,10 +423,94 @@ pub fn build(
     })
 }
 
-/// The classic builder's own lines between a step's header and its output.
-fn is_bookkeeping(line: &str) -> bool {
-    let l = line.trim_start();
-    l.starts_with("---> ") || l.starts_with("Removing intermediate container ")
+/// What a build made in the daemon so far, read from the classic builder's own lines
+/// between a step's header and its output (` ---> Running in <container>`, ` ---> Using
+/// cache`, ` ---> <image>`): removed again when a signal stops the build.
+///
+/// A step's output may print lines like these too, so a step's image is the last
+/// ` ---> <image>` before the next header, and an image is removed only when the daemon
+/// says it was built on the image of the step before: output cannot name another image.
+#[derive(Debug, Default)]
+struct Made {
+    /// The container of the step that runs now.
+    running: Option<String>,
+    /// Each finished step's image (a short id), and whether this build made it.
+    steps: Vec<(String, bool)>,
+    /// The step under way: its last ` ---> <image>` so far.
+    current: Option<(String, bool)>,
+    /// The step under way is `FROM` (its image is the base) or came from the cache.
+    not_ours: bool,
+}
+
+impl Made {
+    /// A step begins: the one before is finished.
+    fn step(&mut self, instruction: &str) {
+        if let Some(done) = self.current.take() {
+            self.steps.push(done);
+        }
+        self.running = None;
+        self.not_ours = instruction
+            .split_whitespace()
+            .next()
+            .is_some_and(|w| w.eq_ignore_ascii_case("FROM"));
+    }
+
+    /// Takes note of one of the builder's own lines; `false` for any other line.
+    fn bookkeeping(&mut self, line: &str) -> bool {
+        let l = line.trim_start();
+        if let Some(rest) = l.strip_prefix("---> ") {
+            let rest = rest.trim();
+            if let Some(id) = rest.strip_prefix("Running in ") {
+                self.running = Some(id.trim().to_string());
+            } else if rest == "Using cache" {
+                self.not_ours = true;
+            } else if !rest.is_empty() && rest.len() <= 64 && rest.chars().all(|c| c.is_ascii_hexdigit()) {
+                self.current = Some((rest.to_string(), !self.not_ours));
+            }
+            return true;
+        }
+        l.starts_with("Removing intermediate container ") || l.starts_with("Removed intermediate container ")
+    }
+
+    /// Removes the step's container (the daemon removes it too when the build's request
+    /// goes away; whichever comes first) and the images this build committed, newest
+    /// first, each only while untagged and built on the image of the step before. Returns
+    /// what could not be removed, and why.
+    fn remove(&self, engine: &dyn Engine) -> Vec<String> {
+        let mut left = Vec::new();
+        if let Some(c) = &self.running {
+            if let Err(e) = engine.remove_container(c) {
+                left.push(format!("the step's container {c} ({e})"));
+            }
+        }
+        let all: Vec<&(String, bool)> = self.steps.iter().chain(&self.current).collect();
+        for at in (1..all.len()).rev() {
+            let ((image, ours), (below, _)) = (all[at], all[at - 1]);
+            if !ours {
+                continue;
+            }
+            let looked = engine
+                .inspect(image)
+                .map(|d| d.map(|d| (d, engine.parent(image))));
+            let (details, parent) = match looked {
+                Ok(Some((d, Ok(p)))) => (d, p),
+                Ok(None) => continue,
+                Ok(Some((_, Err(e)))) | Err(e) => {
+                    left.push(format!("image {image} ({e})"));
+                    continue;
+                }
+            };
+            let built_on_below =
+                parent.is_some_and(|p| p.trim_start_matches("sha256:").starts_with(below.as_str()));
+            if !details.repo_tags.is_empty() || !built_on_below {
+                continue;
+            }
+            if let Err(e) = engine.remove_one(image) {
+                left.push(format!("image {image} ({e})"));
+            }
+        }
+        left
+    }
 }
 
 /// `Step 3/12 : RUN x` (the classic builder's step header) → `("3/12", 12, "RUN x")`.
@@ -509,10 +667,18 @@ pub(crate) fn classify(e: bollard::errors::Error) -> DockerError {
     let lower = chain.to_lowercase();
     if lower.contains("permission denied") {
         DockerError::PermissionDenied { host }
-    } else if let bollard::errors::Error::DockerResponseServerError { message, .. } = &e {
-        DockerError::Api(message.clone())
+    } else if let bollard::errors::Error::DockerResponseServerError { message, status_code } = &e {
+        DockerError::Api(if message.trim().is_empty() {
+            format!("{NO_REASON} (HTTP {status_code})")
+        } else {
+            message.clone()
+        })
     } else if let bollard::errors::Error::DockerStreamError { error } = &e {
-        DockerError::Api(error.clone())
+        DockerError::Api(if error.trim().is_empty() {
+            NO_REASON.to_string()
+        } else {
+            error.clone()
+        })
     } else {
         DockerError::Unreachable { host, reason: chain }
     }

@@ -281,4 +281,53 @@ mod tests {
         let e = Reference::parse("Nvidia/cuda").unwrap_err();
         assert!(e.to_string().contains("invalid image name `Nvidia/cuda`"), "{e}");
     }
+
+    proptest::proptest! {
+        /// Any text (control characters, any script, `--tag` and `pull IMAGE` as typed) is
+        /// read or refused, never a panic; what is read prints back as itself.
+        #[test]
+        fn any_text_is_read_or_refused(text in proptest::prelude::any::<String>(), near in "[a-zé卡0-9./:@_-]{0,40}") {
+            for t in [&text, &near] {
+                if let Ok(r) = Reference::parse(t) {
+                    proptest::prop_assert_eq!(Reference::parse(&r.to_string()), Ok(r));
+                }
+            }
+        }
+
+        /// What the grammar allows is read, and prints as written.
+        #[test]
+        fn written_references_read_back(
+            registry in proptest::option::of(("[a-z0-9]{1,8}(\\.[a-z0-9]{1,8}){0,2}", proptest::option::of(1u16..))),
+            components in proptest::collection::vec("[a-z0-9]{1,6}(([._]|__|-{1,3})[a-z0-9]{1,6}){0,2}", 1..4),
+            tag in proptest::option::of("[A-Za-z0-9_][A-Za-z0-9_.-]{0,30}"),
+            digest in proptest::option::of("[0-9a-f]{64}"),
+        ) {
+            // Without a registry written, a first path component with a `.` is read as one
+            // (the grammar's rule, tested above), so none is generated.
+            proptest::prop_assume!(registry.is_some() || components.len() == 1 || !components[0].contains('.'));
+            let mut text = String::new();
+            let registry = registry.map(|(host, port)| match port {
+                Some(p) => format!("{host}:{p}"),
+                // A first component without `.` or `:` would be a path component.
+                None => format!("{host}.io"),
+            });
+            if let Some(r) = &registry {
+                text.push_str(r);
+                text.push('/');
+            }
+            text.push_str(&components.join("/"));
+            if let Some(t) = &tag {
+                text.push(':');
+                text.push_str(t);
+            }
+            if let Some(d) = &digest {
+                text.push_str("@sha256:");
+                text.push_str(d);
+            }
+            let r = Reference::parse(&text).map_err(|e| proptest::test_runner::TestCaseError::fail(e.to_string()))?;
+            proptest::prop_assert_eq!(r.to_string(), text);
+            proptest::prop_assert_eq!(r.registry, registry);
+            proptest::prop_assert_eq!(r.tag, tag);
+        }
+    }
 }

@@ -70,6 +70,160 @@ fn a_failed_step_reports_its_output_and_tags_nothing() {
     );
 }
 
+/// A fake daemon holding images, each built on the second of its pair.
+fn with_images(of: &[(&str, &str)], fake: Fake) -> Fake {
+    Fake {
+        images: std::cell::RefCell::new(
+            of.iter()
+                .map(|(id, _)| {
+                    let details = ImageDetails {
+                        id: format!("sha256:{id}"),
+                        ..ImageDetails::default()
+                    };
+                    (id.to_string(), details)
+                })
+                .collect(),
+        ),
+        parents: of
+            .iter()
+            .map(|(id, parent)| (id.to_string(), format!("sha256:{parent}")))
+            .collect(),
+        ..fake
+    }
+}
+
+#[test]
+fn an_interrupted_build_removes_its_step_container_and_what_it_committed() {
+    let fake = with_images(
+        &[
+            ("1111aaaa", "0123abcd"),
+            ("2222bbbb", "1111aaaa"),
+            ("3333cccc", "2222bbbb"),
+            ("9999eeee", "0123abcd"),
+        ],
+        Fake {
+            build_events: vec![
+                line("Step 1/5 : FROM base"),
+                line(" ---> 0123abcd"),
+                line("Step 2/5 : RUN cached"),
+                line(" ---> Using cache"),
+                line(" ---> 1111aaaa"),
+                line("Step 3/5 : RUN made"),
+                line(" ---> Running in c0ffee01"),
+                // A step's output naming an image it did not make is not taken for its own.
+                line(" ---> 9999eeee"),
+                line("Removing intermediate container c0ffee01"),
+                line(" ---> 2222bbbb"),
+                line("Step 4/5 : ENV A=1"),
+                line(" ---> Running in c0ffee02"),
+                line("Removing intermediate container c0ffee02"),
+                line(" ---> 3333cccc"),
+                line("Step 5/5 : RUN sleep 600"),
+                line(" ---> Running in c0ffee03"),
+                line(" ---> 1111aaaa"),
+            ],
+            build_result: Some(Err(DockerError::Interrupted(crate::interrupt::Signal::Terminate))),
+            ..Fake::default()
+        },
+    );
+    let e = build(&fake, Vec::new(), &r("gpuenv-test/app:1"), &mut |_| {}).unwrap_err();
+    assert_eq!(e, DockerError::Interrupted(crate::interrupt::Signal::Terminate));
+    let calls = fake.calls.borrow();
+    // The running step's container, then the images this build made, newest first, each
+    // one alone; not the cached one, the base, or what the output named; nothing tagged.
+    // The last step's output named the cached image: it was not built on step 4's.
+    assert_eq!(
+        calls[1..],
+        [
+            "remove_container c0ffee03",
+            "inspect 1111aaaa",
+            "parent 1111aaaa",
+            "inspect 3333cccc",
+            "parent 3333cccc",
+            "remove_one 3333cccc",
+            "inspect 2222bbbb",
+            "parent 2222bbbb",
+            "remove_one 2222bbbb",
+        ],
+        "{calls:?}"
+    );
+    let left = fake.images.borrow();
+    assert!(left.contains_key("1111aaaa") && left.contains_key("9999eeee"));
+}
+
+#[test]
+fn an_interrupted_build_says_what_it_could_not_remove() {
+    let fake = Fake {
+        build_events: vec![
+            line("Step 1/2 : FROM base"),
+            line(" ---> 0123abcd"),
+            line("Step 2/2 : RUN sleep 600"),
+            line(" ---> Running in c0ffee02"),
+        ],
+        build_result: Some(Err(DockerError::Interrupted(crate::interrupt::Signal::Interrupt))),
+        remove_error: Some(DockerError::Api("busy".into())),
+        ..Fake::default()
+    };
+    let e = build(&fake, Vec::new(), &r("gpuenv-test/app:1"), &mut |_| {}).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "stopped by SIGINT; could not remove what gpuenv had made in the Docker daemon: \
+         the step's container c0ffee02 (the Docker daemon refused: busy)"
+    );
+}
+
+#[test]
+fn an_interrupted_build_made_only_of_cached_steps_removes_nothing_it_did_not_make() {
+    let fake = Fake {
+        build_events: vec![
+            line("Step 1/2 : FROM base"),
+            line(" ---> 0123abcd"),
+            line("Step 2/2 : RUN cached"),
+            line(" ---> Using cache"),
+            line(" ---> 1111aaaa"),
+        ],
+        build_result: Some(Err(DockerError::Interrupted(crate::interrupt::Signal::Interrupt))),
+        ..Fake::default()
+    };
+    build(&fake, Vec::new(), &r("gpuenv-test/app:1"), &mut |_| {}).unwrap_err();
+    assert_eq!(fake.calls.borrow()[1..], [] as [&str; 0]);
+}
+
+#[test]
+fn an_empty_reason_says_the_daemon_gave_none() {
+    let e = classify(bollard::errors::Error::DockerResponseServerError {
+        status_code: 500,
+        message: " ".into(),
+    });
+    assert_eq!(
+        e.to_string(),
+        "the Docker daemon refused: the daemon gave no reason (HTTP 500)"
+    );
+    let e = classify(bollard::errors::Error::DockerStreamError { error: String::new() });
+    assert_eq!(
+        e.to_string(),
+        "the Docker daemon refused: the daemon gave no reason"
+    );
+    let e = DockerError::BuildFailed {
+        step: Some("step 2/3 `RUN x`".into()),
+        message: String::new(),
+        output: Vec::new(),
+    };
+    assert_eq!(
+        e.to_string(),
+        "the build failed at step 2/3 `RUN x`: the daemon gave no reason"
+    );
+    let e = DockerError::Registry {
+        image: "a:1".into(),
+        fault: registry_fault(""),
+        detail: String::new(),
+    };
+    assert_eq!(
+        e.to_string(),
+        "cannot pull `a:1`: the pull failed (the daemon gave no reason)"
+    );
+}
+
 const D1: &str = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
 const D2: &str = "sha256:2222222222222222222222222222222222222222222222222222222222222222";
 

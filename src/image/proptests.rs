@@ -82,6 +82,44 @@ proptest! {
         let _ = claims::from_tag(&text);
     }
 
+    /// `verify IMAGE` and `--expect` as typed: any characters (control characters, any
+    /// script), after each transport's prefix.
+    #[test]
+    fn references_and_claims_take_any_text(
+        text in any::<String>(),
+        transport in prop_oneof![
+            Just(""), Just("docker://"), Just("docker-daemon:"), Just("docker-archive:"),
+            Just("oci-archive:"), Just("oci:"), Just("docker://127.0.0.1:5555/"),
+        ],
+    ) {
+        let input = format!("{transport}{text}");
+        if let Ok(reference::ImageRef::Registry(r)) = reference::ImageRef::parse(&input) {
+            // What is read prints back as the same reference.
+            let again = reference::RegistryRef::parse(&r.to_string());
+            prop_assert_eq!(again.as_ref().ok(), Some(&r), "{}", r);
+        }
+        let _ = claims::parse_expect(&text);
+        let _ = claims::read_tag(&text);
+        let _ = claims::from_tag(&input);
+    }
+
+    /// `--expect` lists: known and unknown keys, any values, separators where they fall.
+    #[test]
+    fn expect_lists_never_panic(
+        pairs in proptest::collection::vec((
+            prop_oneof![
+                Just("torch".to_string()), Just("cuda".to_string()), Just("cudnn".to_string()),
+                Just("python".to_string()), Just("nccl".to_string()), "\\PC{0,6}", any::<String>(),
+            ],
+            prop_oneof![Just("="), Just("=="), Just(":"), Just(""), Just(" = ")],
+            prop_oneof!["[0-9.x*+a-z]{0,10}", "\\PC{0,10}", any::<String>()],
+        ), 0..5),
+        sep in prop_oneof![Just(","), Just(", "), Just(";"), Just(",,")],
+    ) {
+        let text: Vec<String> = pairs.iter().map(|(k, eq, v)| format!("{k}{eq}{v}")).collect();
+        let _ = claims::parse_expect(&text.join(sep));
+    }
+
     #[test]
     fn requirement_grammar_never_panics(expr in "[a-zA-Z<>=!., 0-9]{0,80}", cuda in "[0-9.]{0,8}", driver in "[0-9.]{0,12}") {
         let host = require::HostTarget {

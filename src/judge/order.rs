@@ -755,4 +755,50 @@ mod tests {
         assert_eq!(e.origin(Item::Gpus), "--expect-gpus");
         assert_eq!(e.origin(Item::Memory), "order `order.toml` line 2, key `memory`");
     }
+
+    proptest::proptest! {
+        /// An order file of any text, and any value of each `--expect-*` flag, is read or
+        /// refused with its problems, never a panic; each problem is one line.
+        #[test]
+        fn any_order_text_is_read_or_refused(text in proptest::prelude::any::<String>()) {
+            if let Err(e) = parse_order("order.toml", &text) {
+                proptest::prop_assert!(!e.problems.is_empty());
+            }
+            for item in Item::ALL {
+                let _ = Expect::default().set_flag(item, &text);
+            }
+        }
+
+        /// Known and unknown keys with values of any shape: numbers, strings of any
+        /// characters, units, arrays and tables.
+        #[test]
+        fn order_entries_of_any_value_are_read_or_refused(
+            entries in proptest::collection::vec((
+                proptest::prelude::prop_oneof![
+                    proptest::prelude::Just("gpu".to_string()), proptest::prelude::Just("gpus".to_string()),
+                    proptest::prelude::Just("gpu_memory".to_string()), proptest::prelude::Just("driver".to_string()),
+                    proptest::prelude::Just("cpus".to_string()), proptest::prelude::Just("memory".to_string()),
+                    proptest::prelude::Just("disk".to_string()), "[a-z_é]{1,10}",
+                ],
+                proptest::prelude::prop_oneof![
+                    "-?[0-9]{1,12}(\\.[0-9]{1,6})?",
+                    "\"[0-9. ]{0,8}[a-zA-Zé卡]{0,4}\"",
+                    "\"\\PC{0,12}\"",
+                    proptest::prelude::Just("nan".to_string()), proptest::prelude::Just("inf".to_string()),
+                    proptest::prelude::Just("[1, 2]".to_string()), proptest::prelude::Just("{ a = 1 }".to_string()),
+                    proptest::prelude::Just("true".to_string()),
+                ],
+            ), 0..8),
+        ) {
+            let text: String = entries.iter().map(|(k, v)| format!("{k} = {v}\n")).collect();
+            match parse_order("order.toml", &text) {
+                Ok(_) => {}
+                Err(e) => {
+                    for p in &e.problems {
+                        proptest::prop_assert!(p.starts_with("order `order.toml`"), "{}", p);
+                    }
+                }
+            }
+        }
+    }
 }

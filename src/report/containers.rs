@@ -10,6 +10,7 @@ use super::{SCHEMA_VERSION, write_json};
 use crate::docker::{Built, Progress, Pulled};
 use crate::dockerfile::{Dockerfile, Prebuilt};
 use crate::resolve::Stack;
+use crate::text::terminal_safe;
 
 /// `1.2 GB`, `340.5 MB`, `12 kB` (decimal units, as `docker images` prints them).
 pub fn human_size(bytes: u64) -> String {
@@ -210,9 +211,13 @@ pub fn pulled(
     Ok(())
 }
 
-/// Turns [`Progress`] events into lines: build output as it comes; a line per layer and
-/// state, and for downloads and extraction at most one per quarter, so that a log stays
-/// readable without a terminal to redraw.
+/// What each line of a build's output (the daemon's and its steps') starts with on stderr.
+pub const BUILD_LINE: &str = "  | ";
+
+/// Turns [`Progress`] events into lines: build output as it comes, each line after
+/// [`BUILD_LINE`]; a line per layer and state, and for downloads and extraction at most one
+/// per quarter, so that a log stays readable without a terminal to redraw. Everything the
+/// daemon sent is made terminal-safe ([`terminal_safe`]).
 #[derive(Debug, Default)]
 pub struct ProgressLines {
     layers: HashMap<String, (String, u8)>,
@@ -229,12 +234,31 @@ impl ProgressLines {
     pub fn event(&mut self, w: &mut dyn Write, p: &Progress) -> io::Result<()> {
         match p {
             Progress::Build(chunk) => {
-                w.write_all(chunk.as_bytes())?;
-                self.partial = !chunk.ends_with('\n');
+                // Line by line, each line made safe and set off by `BUILD_LINE`: what a
+                // step prints can neither drive the terminal nor pass for gpuenv's lines.
+                let chunk = chunk.replace("\r\n", "\n");
+                let mut rest = chunk.as_str();
+                while !rest.is_empty() {
+                    if !self.partial {
+                        w.write_all(BUILD_LINE.as_bytes())?;
+                    }
+                    let (piece, ended) = match rest.split_once('\n') {
+                        Some((line, after)) => {
+                            rest = after;
+                            (line, true)
+                        }
+                        None => (std::mem::take(&mut rest), false),
+                    };
+                    w.write_all(terminal_safe(piece).as_bytes())?;
+                    if ended {
+                        w.write_all(b"\n")?;
+                    }
+                    self.partial = !ended;
+                }
             }
             Progress::Status(s) if !s.trim().is_empty() => {
                 self.end_partial(w)?;
-                writeln!(w, "{}", s.trim())?;
+                writeln!(w, "{}", terminal_safe(s.trim()))?;
             }
             Progress::Status(_) => {}
             Progress::Layer {
@@ -254,8 +278,9 @@ impl ProgressLines {
                 }
                 self.layers.insert(id.clone(), (status.clone(), quarter));
                 self.end_partial(w)?;
+                let (id, status) = (terminal_safe(id), terminal_safe(status));
                 match (current, total) {
-                    (Some(c), Some(t)) if *t > 0 && status != "Pull complete" => writeln!(
+                    (Some(c), Some(t)) if *t > 0 && status.as_str() != "Pull complete" => writeln!(
                         w,
                         "{id}: {status} {}% ({} / {})",
                         c.saturating_mul(100) / t,
@@ -314,6 +339,31 @@ mod tests {
              d9a015881b5e: Pull complete\n\
              Digest: sha256:abc\n"
         );
+    }
+
+    #[test]
+    fn build_output_is_shown_line_by_line_made_safe_and_set_off() {
+        let mut p = ProgressLines::new();
+        let mut out = Vec::new();
+        for chunk in [
+            "Step 1/2 : FROM base\n ---> abc\n",
+            "Step 2/2 : RUN x\npart",
+            "ial\r\n\u{1b}[2J\u{1b}]8;;http://evil\u{7}link\u{1b}]8;;\u{7}\rerror: FAKE\n",
+        ] {
+            p.event(&mut out, &Progress::Build(chunk.into())).unwrap();
+        }
+        p.event(&mut out, &Progress::Status("Digest:\u{1b}[31m x\nFAKE".into()))
+            .unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(
+            text,
+            "  | Step 1/2 : FROM base\n  |  ---> abc\n  | Step 2/2 : RUN x\n  | partial\n  | link\\rerror: FAKE\nDigest: x\\nFAKE\n"
+        );
+        // A line cut off by another event is ended first.
+        let mut out = Vec::new();
+        p.event(&mut out, &Progress::Build("no end".into())).unwrap();
+        p.event(&mut out, &Progress::Status("Done".into())).unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), "  | no end\nDone\n");
     }
 
     #[test]

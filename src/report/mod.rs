@@ -6,6 +6,15 @@
 //! progress lines ([`ProgressLines`]) go to the writer given for them (the caller passes
 //! stderr); nothing here opens stdout or stderr itself. No colour is used, so output reads
 //! the same everywhere, with or without `NO_COLOR`.
+//!
+//! Text from outside (a daemon, a registry, upstream, an archive's names, a file's content,
+//! a probe's output, a project file) reaches a terminal only made safe by
+//! [`terminal_safe`]: escape sequences removed, line breaks and other control characters
+//! shown as visible escapes (`\n`, `\r`, `\u{1b}`), so that none can move the cursor,
+//! retitle the window, hide a link or forge a line. Text reports get this at the edge:
+//! they are written through [`SafeText`], where each `writeln!` is one line; progress
+//! ([`ProgressLines`]) and errors ([`error`]) make each line safe themselves. JSON needs no
+//! more: serde escapes every control character.
 
 mod containers;
 mod host;
@@ -18,10 +27,12 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use crate::db::{Db, Found, Kind, Problem};
+use crate::text::terminal_safe;
 use crate::upstream::Summary;
 
 pub use containers::{
-    ProgressLines, PullChoice, built, dockerfile_text, dockerfile_written, human_size, pull_plan, pulled,
+    BUILD_LINE, ProgressLines, PullChoice, built, dockerfile_text, dockerfile_written, human_size, pull_plan,
+    pulled,
 };
 pub use host::{check, doctor};
 pub use query::{QueryOpts, query};
@@ -29,6 +40,63 @@ pub use verify::verify;
 
 /// Version of every JSON document gpuenv prints. Bumped on any incompatible change.
 pub const SCHEMA_VERSION: u32 = 1;
+
+/// The writer every report goes through. Formatted text (`write!`, `writeln!`) is one line
+/// per call: its content is made [`terminal_safe`], so a line break or an escape sequence
+/// inside a value shows as a visible escape, and only the line end `writeln!` adds is kept.
+/// Bytes written as they are (`write_all`) pass unchanged: documents in a format of their
+/// own, whose writers escape what they hold (JSON), or text gpuenv generated whole (a
+/// Dockerfile, DOT).
+#[derive(Debug)]
+pub struct SafeText<W> {
+    inner: W,
+}
+
+impl<W: Write> SafeText<W> {
+    /// Wraps the writer reports go to.
+    pub fn new(inner: W) -> SafeText<W> {
+        SafeText { inner }
+    }
+}
+
+impl<W: Write> Write for SafeText<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.inner.write(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+
+    fn write_fmt(&mut self, args: std::fmt::Arguments<'_>) -> io::Result<()> {
+        let text = match args.as_str() {
+            Some(s) => std::borrow::Cow::Borrowed(s),
+            None => std::borrow::Cow::Owned(args.to_string()),
+        };
+        let (line, end) = match text.strip_suffix('\n') {
+            Some(line) => (line, "\n"),
+            None => (&*text, ""),
+        };
+        self.inner.write_all(terminal_safe(line).as_bytes())?;
+        self.inner.write_all(end.as_bytes())
+    }
+}
+
+/// An error that ends a command, on stderr: `error: ` and its first line, then the others
+/// (a failed build's step output), each line made [`terminal_safe`] (a line break inside a
+/// line shows as `\n`).
+pub fn error(w: &mut dyn Write, lines: &[String]) -> io::Result<()> {
+    let mut lines = lines.iter();
+    writeln!(
+        w,
+        "error: {}",
+        terminal_safe(lines.next().map_or("", String::as_str))
+    )?;
+    for line in lines {
+        writeln!(w, "{}", terminal_safe(line))?;
+    }
+    w.flush()
+}
 
 /// Writes `value` as pretty JSON with a trailing newline.
 pub fn write_json(out: &mut dyn Write, value: &impl Serialize) -> io::Result<()> {
@@ -362,5 +430,45 @@ pub fn refresh(out: &mut dyn Write, s: &Summary, json_out: bool) -> io::Result<(
             "proposals written to {dir}; review them before moving any into compat-db/"
         ),
         None => writeln!(out, "nothing to propose: compat-db agrees with upstream"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_formatted_line_is_made_safe_and_only_its_own_end_is_kept() {
+        let mut out = SafeText::new(Vec::new());
+        let hostile = "v1\r\nverdict: pass\u{1b}[2J\u{1b}]8;;http://evil\u{7}link\u{1b}]8;;\u{7}";
+        writeln!(out, "OS:         {hostile}").unwrap();
+        write!(out, "a\nb").unwrap();
+        writeln!(out).unwrap();
+        writeln!(out, "plain\ttab").unwrap();
+        // Documents of their own pass unchanged.
+        out.write_all(b"{\"x\": \"\\u001b\"}\n").unwrap();
+        let text = String::from_utf8(out.inner).unwrap();
+        assert_eq!(
+            text,
+            "OS:         v1\\r\\nverdict: passlink\na\\nb\nplain\ttab\n{\"x\": \"\\u001b\"}\n"
+        );
+        assert_eq!(text.lines().filter(|l| l.starts_with("verdict")).count(), 0);
+    }
+
+    #[test]
+    fn errors_are_one_safe_line_each() {
+        let mut out = Vec::new();
+        error(
+            &mut out,
+            &[
+                "the daemon says: no\nerror: FAKE\u{1b}[31m".into(),
+                "  | step output\r".into(),
+            ],
+        )
+        .unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "error: the daemon says: no\\nerror: FAKE\n  | step output\\r\n"
+        );
     }
 }

@@ -85,7 +85,14 @@ enum Stop {
 
 impl From<DockerError> for Stop {
     fn from(e: DockerError) -> Self {
-        Stop::Fail(VerifyError::Docker(e))
+        match e {
+            // The image's content, not the daemon, is at fault; its layers, read as they
+            // are stored, do not go through what failed.
+            DockerError::ImageContent { path, reason, .. } => {
+                Stop::Layers(format!("the daemon cannot read {path} in it: {reason}"))
+            }
+            e => Stop::Fail(VerifyError::Docker(e)),
+        }
     }
 }
 

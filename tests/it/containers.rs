@@ -365,12 +365,18 @@ fn a_failing_step_exits_3_with_its_output_and_leaves_no_tag_on_a_half_built_imag
         .iter()
         .map(|tag| gpuenv_in(dir.path(), &[&["build"][..], &flags, &["--tag", tag]].concat()))
         .collect();
-    // The steps that succeeded stay as untagged build cache (` ---> <id>`): removed here.
+    // The steps that succeeded stay as untagged build cache (`  |  ---> <id>`): removed here.
     let _intermediates = Cleanup {
         engine: &engine,
         names: runs
             .iter()
-            .flat_map(|r| r.stderr.lines().filter_map(|l| l.trim().strip_prefix("---> ")))
+            .flat_map(|r| {
+                r.stderr.lines().filter_map(|l| {
+                    l.strip_prefix(gpuenv::report::BUILD_LINE)?
+                        .trim()
+                        .strip_prefix("---> ")
+                })
+            })
             .filter(|id| id.chars().all(|c| c.is_ascii_hexdigit()))
             .map(String::from)
             .collect(),

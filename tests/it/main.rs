@@ -10,6 +10,7 @@ mod extensions;
 mod files;
 mod image;
 mod image_build;
+mod processes;
 mod query;
 mod reading;
 mod refresh;
