@@ -18,17 +18,22 @@
 //! - [`registry`]: the OCI distribution API, without a daemon.
 //! - [`verify`]: an image from any source, judged against its claims and a host.
 //! - [`text`]: cleaning other programs' output.
+//! - [`deadline`]: the total and idle limits of one command's work with the outside.
+//! - [`net`]: HTTP under a deadline, bodies read through caps (the registry and upstream
+//!   clients send through it).
 //! - [`report`]: the only module that prints.
 //! - [`cli`]: argument parsing and dispatch.
 
 pub mod cli;
 pub mod db;
+pub mod deadline;
 pub mod docker;
 pub mod dockerfile;
 pub mod host;
 pub mod image;
 pub mod judge;
 pub mod model;
+pub mod net;
 pub mod process;
 pub mod registry;
 pub mod report;
