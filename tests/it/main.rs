@@ -7,6 +7,8 @@ mod daemon;
 mod db;
 mod doctor;
 mod extensions;
+mod hostile;
+mod hostile_net;
 mod image;
 mod image_build;
 mod query;
