@@ -360,10 +360,12 @@ impl Engine for Bollard {
                     total,
                 } = &event
                 {
+                    // The daemon's words, quoted in a message: made safe and short.
+                    let said = crate::text::excerpt(&format!("layer {id} {status}"));
                     during = match (current, total) {
-                        (Some(c), Some(t)) => format!("last: layer {id} {status}, {c} of {t} bytes"),
-                        (Some(c), None) => format!("last: layer {id} {status}, {c} bytes"),
-                        _ => format!("last: layer {id} {status}"),
+                        (Some(c), Some(t)) => format!("last: {said}, {c} of {t} bytes"),
+                        (Some(c), None) => format!("last: {said}, {c} bytes"),
+                        _ => format!("last: {said}"),
                     };
                 }
                 progress(event)?;

@@ -123,7 +123,9 @@ pub enum DockerError {
         output: Vec<String>,
     },
     /// The registry refused or failed a pull or push.
-    #[error("cannot pull `{image}`: {fault}{}", if detail.is_empty() { String::new() } else { format!(" (the daemon says: {detail})") })]
+    // The daemon's words quote the registry's: shown safe for a terminal and short (only
+    // here, after `redacted`, so that no cut can leave half a secret unscrubbed).
+    #[error("cannot pull `{image}`: {fault}{}", if detail.is_empty() { String::new() } else { format!(" (the daemon says: {})", crate::text::excerpt(detail)) })]
     Registry {
         /// The image.
         image: String,
@@ -242,6 +244,11 @@ impl DockerError {
                 image,
                 fault,
                 detail: r(detail),
+            },
+            DockerError::PullTimedOut { image, during, limit } => DockerError::PullTimedOut {
+                image,
+                during: r(during),
+                limit,
             },
             other => other,
         }
