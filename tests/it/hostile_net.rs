@@ -49,9 +49,9 @@ fn run(args: &[&str], env: &[(String, String)], deadline: u64) -> BoundedRun {
     run_bounded(&mut cmd, secs(deadline + 30))
 }
 
-/// `gpuenv verify docker://REG/gpuenv-net/hostile:1 --timeout T` with `env`.
+/// `gpuenv verify docker://REG/gpuenv-net-test/hostile:1 --timeout T` with `env`.
 fn verify(reg: &str, env: &[(String, String)]) -> BoundedRun {
-    let image = format!("docker://{reg}/gpuenv-net/hostile:1");
+    let image = format!("docker://{reg}/gpuenv-net-test/hostile:1");
     run(&["verify", &image, "--timeout", &T.to_string()], env, T)
 }
 
@@ -98,11 +98,29 @@ fn a_registry_that_accepts_and_never_answers_is_given_up_at_the_deadline() {
         T,
         &[
             &format!("the registry at {}", s.addr),
-            "the manifest of gpuenv-net/hostile:1",
+            "the manifest of gpuenv-net-test/hostile:1",
             "within the 4 s of --timeout",
         ],
         "hang",
     );
+}
+
+#[test]
+fn a_silent_registry_is_given_up_at_the_idle_limit_long_before_the_total() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Server::start(|_, c| c.hang());
+    let image = format!("docker://{}/gpuenv-net-test/idle:1", s.addr);
+    let b = run(&["verify", &image, "--timeout", "600"], &home(dir.path()), 30);
+    assert_env_failure(
+        &b,
+        30,
+        &[&format!(
+            "the registry at {} sent nothing for 30 s while gpuenv read",
+            s.addr
+        )],
+        "idle",
+    );
+    assert!(b.elapsed >= secs(29), "{:?}", b.elapsed);
 }
 
 #[test]
@@ -194,7 +212,7 @@ fn endless_and_oversized_documents_are_refused_while_reading() {
     assert_env_failure(
         &b,
         T,
-        &["announced 5368709120 bytes for `the manifest of gpuenv-net/hostile:1`, more than the 4 MiB"],
+        &["announced 5368709120 bytes for `the manifest of gpuenv-net-test/hostile:1`, more than the 4 MiB"],
         "huge manifest",
     );
 
@@ -524,6 +542,57 @@ fn credentials_go_only_to_the_registry_that_asked_and_its_token_service() {
     assert_no_secret(&b, &[IDENTITY]);
 }
 
+/// A registry that echoes whatever credentials it gets into every place a message might
+/// quote: the challenge, the redirect target, the error body, the token. After the token,
+/// it fails as `mode` says.
+fn echo_server(mode: &'static str) -> Server {
+    Server::start(move |req, c| {
+        let me = req.header("host").unwrap_or_default().to_string();
+        let auth = req
+            .header("authorization")
+            .map(str::to_string)
+            .unwrap_or_else(|| String::from_utf8_lossy(&req.body).to_string());
+        let challenge = format!("Bearer realm=\"http://{me}/token\",service=\"{auth}\"");
+        if req.path.starts_with("/token") {
+            match mode {
+                "token-hang" => c.hang(),
+                "token-flood" => {
+                    c.head("200 OK", &[("Transfer-Encoding", "chunked")]);
+                    c.endless_chunks(auth.as_bytes(), 64 << 30);
+                }
+                _ => c.respond("200 OK", &[], format!(r#"{{"token":"{auth}"}}"#).as_bytes()),
+            }
+            return;
+        }
+        if !req
+            .header("authorization")
+            .is_some_and(|a| a.starts_with("Bearer"))
+        {
+            c.respond(
+                "401 Unauthorized",
+                &[("WWW-Authenticate", &challenge)],
+                auth.as_bytes(),
+            );
+            return;
+        }
+        match mode {
+            "redirect" => c.respond(
+                "302 Found",
+                &[(
+                    "Location",
+                    &format!("/echo/{}/{}", b64(&auth), auth.replace(' ', "_")),
+                )],
+                b"",
+            ),
+            "denied" => c.respond("403 Forbidden", &[("X-Echo", &auth)], auth.as_bytes()),
+            "huge" => {
+                c.head("200 OK", &[("Content-Length", "99999999999"), ("X-Echo", &auth)]);
+            }
+            _ => c.hang(),
+        }
+    })
+}
+
 #[test]
 fn no_secret_is_printed_on_any_error_path() {
     let dir = tempfile::tempdir().unwrap();
@@ -532,57 +601,8 @@ fn no_secret_is_printed_on_any_error_path() {
     by_env.push(("GPUENV_REGISTRY_USER".into(), "gpuenv-net".into()));
     by_env.push(("GPUENV_REGISTRY_PASSWORD".into(), PASSWORD.into()));
 
-    // A server that echoes whatever credentials it gets into every place a message might
-    // quote: the challenge, the redirect target, the error body, the token.
-    let echo = |mode: &'static str| {
-        Server::start(move |req, c| {
-            let me = req.header("host").unwrap_or_default().to_string();
-            let auth = req
-                .header("authorization")
-                .map(str::to_string)
-                .unwrap_or_else(|| String::from_utf8_lossy(&req.body).to_string());
-            let challenge = format!("Bearer realm=\"http://{me}/token\",service=\"{auth}\"");
-            if req.path.starts_with("/token") {
-                match mode {
-                    "token-hang" => c.hang(),
-                    "token-flood" => {
-                        c.head("200 OK", &[("Transfer-Encoding", "chunked")]);
-                        c.endless_chunks(auth.as_bytes(), 64 << 30);
-                    }
-                    _ => c.respond("200 OK", &[], format!(r#"{{"token":"{auth}"}}"#).as_bytes()),
-                }
-                return;
-            }
-            if !req
-                .header("authorization")
-                .is_some_and(|a| a.starts_with("Bearer"))
-            {
-                c.respond(
-                    "401 Unauthorized",
-                    &[("WWW-Authenticate", &challenge)],
-                    auth.as_bytes(),
-                );
-                return;
-            }
-            match mode {
-                "redirect" => c.respond(
-                    "302 Found",
-                    &[(
-                        "Location",
-                        &format!("/echo/{}/{}", b64(&auth), auth.replace(' ', "_")),
-                    )],
-                    b"",
-                ),
-                "denied" => c.respond("403 Forbidden", &[("X-Echo", &auth)], auth.as_bytes()),
-                "huge" => {
-                    c.head("200 OK", &[("Content-Length", "99999999999"), ("X-Echo", &auth)]);
-                }
-                _ => c.hang(),
-            }
-        })
-    };
     for mode in ["token-hang", "token-flood", "redirect", "denied", "huge", "hang"] {
-        let s = echo(mode);
+        let s = echo_server(mode);
         let b = verify(&s.addr, &by_env);
         assert_bounded(&b, secs(T), &[3], mode);
         assert_no_secret(&b, &[PASSWORD]);
@@ -590,7 +610,7 @@ fn no_secret_is_printed_on_any_error_path() {
 
     // A Docker config with an `auths` password and an identity token (refresh token).
     for mode in ["token-hang", "token-flood", "redirect", "denied", "huge"] {
-        let s = echo(mode);
+        let s = echo_server(mode);
         let cfg = serde_json::json!({"auths": {
             s.addr.clone(): {"auth": b64(&format!("gpuenv-net:{PASSWORD}")), "identitytoken": IDENTITY},
         }});
@@ -682,7 +702,7 @@ fn localhost_lookalikes_get_https_and_bad_network_flags_are_bad_input() {
     let b = run(
         &[
             "verify",
-            "docker://localhost.attacker.example:5000/gpuenv-net/x:1",
+            "docker://localhost.attacker.example:5000/gpuenv-net-test/x:1",
             "--timeout",
             "4",
         ],
@@ -818,7 +838,7 @@ fn a_pull_that_gets_more_than_the_manifest_declares_is_stopped_and_cancelled() {
         closed.store(true, std::sync::atomic::Ordering::SeqCst);
         true
     });
-    let name = format!("{}/gpuenv-net/oversized:{}", s.addr, unique());
+    let name = format!("{}/gpuenv-net-test/oversized:{}", s.addr, unique());
     let _cleanup = daemon::Cleanup {
         engine: &engine,
         names: vec![name.clone()],
@@ -859,7 +879,7 @@ fn a_pull_that_stalls_or_trickles_ends_at_its_deadline() {
         c.trickle(&img.layer, Duration::from_millis(200));
         true
     });
-    let name = format!("{}/gpuenv-net/slow:{}", s.addr, unique());
+    let name = format!("{}/gpuenv-net-test/slow:{}", s.addr, unique());
     let _cleanup = daemon::Cleanup {
         engine: &engine,
         names: vec![name.clone()],
@@ -886,7 +906,7 @@ fn a_pull_that_stalls_or_trickles_ends_at_its_deadline() {
         c.endless_chunks(&[b' '; 65536], 64 << 30);
         true
     });
-    let name = format!("{}/gpuenv-net/endless:{}", s.addr, unique());
+    let name = format!("{}/gpuenv-net-test/endless:{}", s.addr, unique());
     let b = pull(&name, 8, &env);
     assert_env_failure(
         &b,
@@ -911,7 +931,7 @@ fn a_pull_that_stalls_or_trickles_ends_at_its_deadline() {
         c.hang();
         true
     });
-    let name = format!("{}/gpuenv-net/hang:{}", s.addr, unique());
+    let name = format!("{}/gpuenv-net-test/hang:{}", s.addr, unique());
     let b = pull(&name, 6, &env);
     assert_env_failure(
         &b,
@@ -920,4 +940,25 @@ fn a_pull_that_stalls_or_trickles_ends_at_its_deadline() {
         "daemon waits on a hung registry",
     );
     assert!(gpuenv_read.load(std::sync::atomic::Ordering::SeqCst));
+}
+
+#[test]
+fn no_secret_is_printed_by_pull_on_any_error_path() {
+    let _lock = daemon::lock();
+    let engine = daemon::engine();
+    let dir = tempfile::tempdir().unwrap();
+    let mut env = home(dir.path());
+    env.push(("GPUENV_REGISTRY_USER".into(), "gpuenv-net".into()));
+    env.push(("GPUENV_REGISTRY_PASSWORD".into(), PASSWORD.into()));
+    for mode in ["token-hang", "token-flood", "redirect", "denied", "huge", "hang"] {
+        let s = echo_server(mode);
+        let name = format!("{}/gpuenv-net-test/echo:{}", s.addr, unique());
+        let _cleanup = daemon::Cleanup {
+            engine: &engine,
+            names: vec![name.clone()],
+        };
+        let b = pull(&name, T, &env);
+        assert_bounded(&b, secs(T), &[3], &format!("pull, {mode}"));
+        assert_no_secret(&b, &[PASSWORD]);
+    }
 }
