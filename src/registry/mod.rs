@@ -405,9 +405,9 @@ impl Registry {
     /// GETs a path under /v2/. Anonymous until the registry answers a 401 with a challenge;
     /// then once more with what the challenge asks for (see the module's docs).
     fn get(&self, path: &str, accept: Option<&str>, what: &str) -> Result<net::Answer, RegistryError> {
-        let url = self
-            .base
-            .join(path)
+        // Appended, not joined: a relative reference whose first segment held a `:` would
+        // be read as a scheme.
+        let url = reqwest::Url::parse(&format!("{}{path}", self.base))
             .map_err(|e| self.format("request", format!("cannot form the URL: {e}")))?;
         let during = format!("`{what}`");
         let send = |auth: &Auth| -> Result<net::Answer, RegistryError> {
