@@ -20,11 +20,15 @@
 //! - [`text`]: cleaning other programs' output; making text from outside safe to show.
 //! - [`files`]: files users name: regular files only, within caps; output written atomically.
 //! - [`interrupt`]: SIGINT and SIGTERM while gpuenv holds something in the daemon.
+//! - [`deadline`]: the total and idle limits of one command's work with the outside.
+//! - [`net`]: HTTP under a deadline, bodies read through caps (the registry and upstream
+//!   clients send through it).
 //! - [`report`]: the only module that prints.
 //! - [`cli`]: argument parsing and dispatch.
 
 pub mod cli;
 pub mod db;
+pub mod deadline;
 pub mod docker;
 pub mod dockerfile;
 pub mod files;
@@ -33,6 +37,7 @@ pub mod image;
 pub mod interrupt;
 pub mod judge;
 pub mod model;
+pub mod net;
 pub mod process;
 pub mod registry;
 pub mod report;

@@ -2,12 +2,13 @@
 //!
 //! Owns: starting a program, handing it its standard input, reading what it prints on
 //! threads (so a chatty child never blocks on a full pipe while we wait), and killing it
-//! at the deadline. Must not: look programs up anywhere but the OS's own way, interpret
+//! at the deadline, or as soon as it prints more than its output cap. Must not: look programs up anywhere but the OS's own way, interpret
 //! what they print, or print.
 
 use std::ffi::OsStr;
 use std::io::{Read, Write};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, mpsc};
 use std::time::{Duration, Instant};
 
@@ -25,6 +26,8 @@ pub struct Ran {
     pub status: Option<i32>,
     /// Killed at the deadline.
     pub timed_out: bool,
+    /// Killed because it printed more than its output cap (on either output).
+    pub overflowed: bool,
     /// Standard output, at most [`MAX_OUTPUT`] bytes.
     pub stdout: Vec<u8>,
     /// Standard error, at most [`MAX_OUTPUT`] bytes.
@@ -39,6 +42,19 @@ pub fn run(
     args: &[&str],
     stdin: Option<&[u8]>,
     timeout: Duration,
+) -> std::io::Result<Ran> {
+    run_capped(program, args, stdin, timeout, MAX_OUTPUT)
+}
+
+/// [`run`], killing the program as soon as either of its outputs passes `cap` bytes (what
+/// was read up to the cap is kept): a program whose answer is small (a credential helper)
+/// is not let fill memory, nor waited for until the deadline while it floods.
+pub fn run_capped(
+    program: impl AsRef<OsStr>,
+    args: &[&str],
+    stdin: Option<&[u8]>,
+    timeout: Duration,
+    cap: u64,
 ) -> std::io::Result<Ran> {
     let mut child = Command::new(program)
         .args(args)
@@ -63,21 +79,28 @@ pub fn run(
     // (a shell script) may leave a child that does: its output is then waited for only
     // [`GRACE`] more, and the thread is left to end when that child does.
     // What was read so far is kept where the caller can take it, pipe closed or not.
+    let overflow = Arc::new(AtomicBool::new(false));
     let reader = |pipe: Option<Box<dyn Read + Send>>| {
         let (tx, rx) = mpsc::channel::<()>();
         let kept = Arc::new(Mutex::new(Vec::new()));
         let sink = Arc::clone(&kept);
+        let overflow = Arc::clone(&overflow);
         std::thread::spawn(move || {
             if let Some(p) = pipe {
-                let mut p = p.take(MAX_OUTPUT);
+                let mut p = p.take(cap.saturating_add(1));
                 let mut chunk = [0u8; 8192];
                 loop {
                     match p.read(&mut chunk) {
                         Ok(0) => break,
-                        Ok(n) => sink
-                            .lock()
-                            .unwrap_or_else(PoisonError::into_inner)
-                            .extend_from_slice(&chunk[..n]),
+                        Ok(n) => {
+                            let mut kept = sink.lock().unwrap_or_else(PoisonError::into_inner);
+                            kept.extend_from_slice(&chunk[..n]);
+                            if kept.len() as u64 > cap {
+                                kept.truncate(usize::try_from(cap).unwrap_or(usize::MAX));
+                                overflow.store(true, Ordering::SeqCst);
+                                break;
+                            }
+                        }
                         Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                         Err(_) => break,
                     }
@@ -93,6 +116,11 @@ pub fn run(
     let (status, timed_out) = loop {
         match child.try_wait() {
             Ok(Some(s)) => break (s.code(), false),
+            Ok(None) if overflow.load(Ordering::SeqCst) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                break (None, false);
+            }
             Ok(None) if start.elapsed() >= timeout => {
                 let _ = child.kill();
                 let _ = child.wait();
@@ -107,11 +135,13 @@ pub fn run(
         let _ = closed.recv_timeout(deadline.saturating_duration_since(Instant::now()));
         std::mem::take(&mut *kept.lock().unwrap_or_else(PoisonError::into_inner))
     };
+    let (stdout, stderr) = (collect(out), collect(err));
     Ok(Ran {
         status,
         timed_out,
-        stdout: collect(out),
-        stderr: collect(err),
+        overflowed: overflow.load(Ordering::SeqCst),
+        stdout,
+        stderr,
     })
 }
 
@@ -166,6 +196,23 @@ mod tests {
         assert_eq!(ran.status, Some(0));
         assert_eq!(ran.stdout, b"done\n");
         assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    }
+
+    #[test]
+    fn a_flood_is_cut_at_the_cap_and_the_program_killed() {
+        let t = Instant::now();
+        let ran = run_capped("sh", &["-c", "yes flood"], None, Duration::from_secs(30), 4096).unwrap();
+        // Killed, or ended by the pipe closing under it (SIGPIPE: 141 through the shell).
+        assert!(
+            ran.overflowed && !ran.timed_out && ran.status != Some(0),
+            "{:?}",
+            ran.status
+        );
+        assert_eq!(ran.stdout.len(), 4096);
+        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+        let ran = run_capped("sh", &["-c", "echo small"], None, Duration::from_secs(30), 4096).unwrap();
+        assert!(!ran.overflowed);
+        assert_eq!(ran.stdout, b"small\n");
     }
 
     #[test]

@@ -8,6 +8,7 @@ use std::time::Duration;
 use clap::Args;
 
 use super::{CliError, Exit, ProjectArgs, StackArgs, open_db};
+use crate::deadline::Deadline;
 use crate::docker::{self, Bollard, Reference, auth, context::Context};
 use crate::dockerfile::{self, Dockerfile, Request};
 use crate::files::{self, limits};
@@ -76,6 +77,17 @@ pub(super) struct PullArgs {
     /// Print the image that would be pulled, and why; contact nothing.
     #[arg(long)]
     dry_run: bool,
+    /// Seconds the whole pull may take (default 1800): the credential helper, reading the
+    /// manifest, and the daemon's pull, which is stopped (and cancelled) when it runs out.
+    /// Any single wait (an answer, the daemon's next progress event) is given up after
+    /// 30 s, or this when less.
+    #[arg(long, value_name = "SECONDS")]
+    timeout: Option<u64>,
+    /// A registry gpuenv's own client may speak plain HTTP to when it reads the manifest
+    /// (`HOST` or `HOST:PORT`; repeatable; also GPUENV_INSECURE_REGISTRIES). The daemon
+    /// follows its own `insecure-registries`, which gpuenv reads too.
+    #[arg(long, value_name = "HOST")]
+    insecure_registry: Vec<String>,
     /// Print a JSON document.
     #[arg(long)]
     json: bool,
@@ -306,6 +318,9 @@ fn mirrored(image: &Reference, mirror: &str) -> Result<Reference, CliError> {
 
 /// `gpuenv pull`.
 pub(super) fn pull(db_dir: &Option<PathBuf>, args: &PullArgs, out: &mut dyn Write) -> Result<Exit, CliError> {
+    let total = super::total_deadline(args.timeout, crate::deadline::IMAGE_DEADLINE)?;
+    let env = |k: &str| std::env::var(k).ok();
+    let mut insecure = super::insecure_registries(&args.insecure_registry, &env)?;
     let (reference, chosen) = match &args.image {
         Some(name) => (Reference::parse(name)?, None),
         None => {
@@ -353,9 +368,39 @@ pub(super) fn pull(db_dir: &Option<PathBuf>, args: &PullArgs, out: &mut dyn Writ
         }
         return Ok(Exit::Ok);
     }
-    let creds = auth::lookup(reference.registry_host(), &|k| std::env::var(k).ok())?;
-    let engine = Bollard::connect(CONNECT_TIMEOUT)?;
-    let pulled = docker::pull(&engine, &reference, creds.as_ref(), &mut progress_to_stderr())?;
+    let deadline = Deadline::new(total, args.timeout.is_some());
+    let host = reference.registry_host();
+    let creds = auth::lookup_within(host, &env, auth::HELPER_TIMEOUT.min(deadline.remaining()))?;
+    let engine = Bollard::connect(CONNECT_TIMEOUT.min(deadline.wait()))?;
+    // The manifest is read from where the daemon pulls: its platform, and plain HTTP
+    // where the daemon's own configuration has it.
+    let daemon = engine.pull_setup(CONNECT_TIMEOUT.min(deadline.wait()))?;
+    if daemon.insecure(host) {
+        insecure.push(host.to_string());
+    }
+    let declared = crate::registry::declared_sizes(
+        &reference,
+        creds.clone(),
+        &deadline,
+        &insecure,
+        (&daemon.os, &daemon.arch),
+    )
+    .map_err(|e| {
+        let text = format!("cannot pull `{reference}`: {e}");
+        CliError::Environment(match &creds {
+            Some(c) => c.redact(&text),
+            None => text,
+        })
+    })?;
+    let mut show = progress_to_stderr();
+    let pulled = docker::pull(
+        &engine,
+        &reference,
+        creds.as_ref(),
+        &deadline,
+        &declared,
+        &mut show,
+    )?;
     report::pulled(out, &pulled, choice, args.json)?;
     Ok(Exit::Ok)
 }

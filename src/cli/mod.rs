@@ -250,9 +250,16 @@ struct VerifyArgs {
     /// Judge against a recorded host.
     #[arg(long, value_name = "FILE")]
     host_facts: Option<std::path::PathBuf>,
-    /// Seconds before a daemon or registry request is given up.
-    #[arg(long, value_name = "SECONDS", default_value_t = 30)]
-    timeout: u64,
+    /// Seconds the whole read of the image may take (default 1800): every request to a
+    /// registry, every byte of its answers, a credential helper. Any single wait (a
+    /// connection, an answer, the next bytes) is given up after 30 s, or this when less.
+    #[arg(long, value_name = "SECONDS")]
+    timeout: Option<u64>,
+    /// A registry gpuenv may speak plain HTTP to (`HOST` or `HOST:PORT`; repeatable; also
+    /// GPUENV_INSECURE_REGISTRIES, comma-separated). Loopback IPs and `localhost` need no
+    /// listing.
+    #[arg(long, value_name = "HOST")]
+    insecure_registry: Vec<String>,
     /// A local image: read every layer (the export stream) instead of the paths where
     /// the standard layouts keep what is verified.
     #[arg(long)]
@@ -405,9 +412,11 @@ struct RefreshArgs {
     /// Do not read the PyTorch wheel index.
     #[arg(long)]
     no_pytorch_index: bool,
-    /// Seconds before a request is given up.
-    #[arg(long, value_name = "SECONDS", default_value_t = 30)]
-    timeout: u64,
+    /// Seconds the whole refresh may take (default 600): every request and every byte of
+    /// the answers. Any single wait (a connection, an answer, the next bytes) is given up
+    /// after 30 s, or this when less.
+    #[arg(long, value_name = "SECONDS")]
+    timeout: Option<u64>,
     /// Print a JSON document.
     #[arg(long)]
     json: bool,
@@ -588,6 +597,8 @@ fn dispatch(cli: &Cli, out: &mut dyn Write) -> Result<Exit, CliError> {
 
 fn verify(cli: &Cli, args: &VerifyArgs, out: &mut dyn Write) -> Result<Exit, CliError> {
     use crate::verify::{Target, VerifyError};
+    let total = total_deadline(args.timeout, crate::deadline::IMAGE_DEADLINE)?;
+    let insecure = insecure_registries(&args.insecure_registry, &|k| std::env::var(k).ok())?;
     let db = open_db(&cli.db)?;
     let reference = crate::image::ImageRef::parse(&args.image).map_err(|e| CliError::Usage(e.to_string()))?;
     let expect = match &args.expect {
@@ -630,13 +641,13 @@ fn verify(cli: &Cli, args: &VerifyArgs, out: &mut dyn Write) -> Result<Exit, Cli
         target.no_gpu = None;
         target.unknown_gpus.clear();
     }
-    let timeout = std::time::Duration::from_secs(args.timeout.max(1));
+    let deadline = crate::deadline::Deadline::new(total, args.timeout.is_some());
     let file_source = !matches!(
         reference,
         crate::image::ImageRef::Daemon(_) | crate::image::ImageRef::Registry(_)
     );
-    let (image, origin) =
-        crate::verify::read(&reference, &args.image, timeout, args.full).map_err(|e| match e {
+    let (image, origin) = crate::verify::read(&reference, &args.image, &deadline, &insecure, args.full)
+        .map_err(|e| match e {
             VerifyError::Input(m) => CliError::Usage(m),
             VerifyError::Environment(m) => CliError::Environment(m),
             // A broken archive the user named is bad input; a broken stream from a daemon or
@@ -735,6 +746,57 @@ fn check(cli: &Cli, args: &CheckArgs, out: &mut dyn Write) -> Result<Exit, CliEr
     })
 }
 
+/// The total of a command's deadline: `--timeout SECONDS`, or the command's default.
+pub(crate) fn total_deadline(
+    flag: Option<u64>,
+    default: std::time::Duration,
+) -> Result<std::time::Duration, CliError> {
+    match flag {
+        None => Ok(default),
+        Some(0) => Err(CliError::Usage(
+            "invalid --timeout `0`: expected a number of seconds above 0".into(),
+        )),
+        // Past a day a deadline protects nothing; the cap keeps `Instant` arithmetic sane.
+        Some(s) if s > 86_400 => Err(CliError::Usage(format!(
+            "invalid --timeout `{s}`: expected at most 86400 seconds (a day)"
+        ))),
+        Some(s) => Ok(std::time::Duration::from_secs(s)),
+    }
+}
+
+/// The registries gpuenv's own client may speak plain HTTP to: `--insecure-registry` and
+/// `GPUENV_INSECURE_REGISTRIES` (comma-separated), each `HOST` or `HOST:PORT`.
+pub(crate) fn insecure_registries(
+    flags: &[String],
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Vec<String>, CliError> {
+    let from_env = env(crate::registry::INSECURE_VAR).unwrap_or_default();
+    let mut out = Vec::new();
+    let given = flags
+        .iter()
+        .map(|f| ("--insecure-registry", f.as_str()))
+        .chain(from_env.split(',').map(|e| (crate::registry::INSECURE_VAR, e)));
+    for (source, entry) in given {
+        let entry = entry.trim();
+        if entry.is_empty() && source == crate::registry::INSECURE_VAR {
+            continue;
+        }
+        let host_like = !entry.is_empty()
+            && entry.len() <= 255
+            && entry
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b':' | b'[' | b']' | b'_'));
+        if !host_like {
+            return Err(CliError::Usage(format!(
+                "invalid {source} `{}`: expected a registry host, `HOST` or `HOST:PORT` (no scheme, no path)",
+                crate::text::excerpt(entry)
+            )));
+        }
+        out.push(entry.to_string());
+    }
+    Ok(out)
+}
+
 fn parse_url(flag: &str, text: &str) -> Result<reqwest::Url, CliError> {
     // A base URL must end in `/` for relative paths to extend it rather than replace its
     // last segment.
@@ -763,13 +825,10 @@ fn refresh(cli: &Cli, args: &RefreshArgs, out: &mut dyn Write) -> Result<Exit, C
         },
         ..RefreshOptions::default()
     };
-    if args.timeout == 0 {
-        return Err(CliError::Usage(
-            "invalid --timeout `0`: expected a number of seconds above 0".into(),
-        ));
-    }
+    let total = total_deadline(args.timeout, crate::deadline::REFRESH_DEADLINE)?;
     let db = open_db(&cli.db)?;
-    let client = upstream::Client::new(args.record.clone(), std::time::Duration::from_secs(args.timeout))?;
+    let deadline = crate::deadline::Deadline::new(total, args.timeout.is_some());
+    let client = upstream::Client::with_deadline(args.record.clone(), deadline)?;
     let summary = upstream::refresh(&client, &db, &opts, Some(&args.out))?;
     report::refresh(out, &summary, args.json)?;
     Ok(Exit::Ok)

@@ -48,6 +48,10 @@ pub enum CredentialSource {
 /// see must not hang the command.
 pub const HELPER_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// The most a credential helper may print on either output: its answer is a JSON object
+/// of a few hundred bytes (a few KiB with a cloud's token). One that floods is stopped.
+pub const HELPER_OUTPUT_CAP: u64 = 1 << 20;
+
 /// The username credential helpers give with an identity token.
 const IDENTITY_TOKEN_USER: &str = "<token>";
 
@@ -159,7 +163,9 @@ impl AuthError {
     }
 }
 
-/// What the Engine calls a registry: Docker Hub keeps its historical address.
+/// What the Engine calls a registry, and the key the Docker CLI looks its credentials up
+/// by: Docker Hub keeps its historical address (docker/cli's `registry.GetAuthConfigKey`:
+/// `https://index.docker.io/v1/` for the official index, else the index's name).
 fn server_address(registry: &str) -> String {
     if is_docker_hub(registry) {
         "https://index.docker.io/v1/".to_string()
@@ -168,21 +174,27 @@ fn server_address(registry: &str) -> String {
     }
 }
 
+/// Docker Hub as the Docker CLI names it: `docker.io`, and `index.docker.io`, which it
+/// normalises to `docker.io`. Any other host (`registry-1.docker.io` included) is a
+/// registry of its own, with credentials of its own.
 fn is_docker_hub(host: &str) -> bool {
-    matches!(
-        host,
-        DOCKER_HUB | "index.docker.io" | "registry-1.docker.io" | "registry.hub.docker.com"
-    )
+    matches!(host, DOCKER_HUB | "index.docker.io")
 }
 
-/// The host of an `auths` key: keys may carry a scheme and a path
-/// (`https://index.docker.io/v1/`, `http://127.0.0.1:5000`).
+/// The host of an `auths` key as docker/cli's `credentials.ConvertToHostname` reads it: a
+/// key with a scheme (`https://index.docker.io/v1/`, `http://127.0.0.1:5000`) is its
+/// URL's `host[:port]` (without user information), any other key its text up to the
+/// first `/`.
 fn key_host(key: &str) -> &str {
-    let k = key
-        .strip_prefix("https://")
-        .or_else(|| key.strip_prefix("http://"))
-        .unwrap_or(key);
-    k.split('/').next().unwrap_or(k)
+    match key.split_once("://") {
+        Some((_, rest)) => {
+            let authority = rest.split(['/', '?', '#']).next().unwrap_or(rest);
+            let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+            // An empty port (`host:`) is no port.
+            host.strip_suffix(':').unwrap_or(host)
+        }
+        None => key.split('/').next().unwrap_or(key),
+    }
 }
 
 /// The Docker client's config file: `$DOCKER_CONFIG/config.json`, else
@@ -198,10 +210,20 @@ pub fn docker_config_path(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBu
 
 /// Credentials for `registry`: the environment variables first (they name no registry,
 /// so they apply to the one being used), then the Docker config's `auths`. `None` when
-/// neither has any: the pull goes anonymous.
+/// neither has any: the pull goes anonymous. A helper gets [`HELPER_TIMEOUT`].
 pub fn lookup(
     registry: &str,
     env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Option<Credentials>, AuthError> {
+    lookup_within(registry, env, HELPER_TIMEOUT)
+}
+
+/// [`lookup`], a credential helper given at most `helper_timeout` (what is left of a
+/// command's deadline, when less than [`HELPER_TIMEOUT`]).
+pub fn lookup_within(
+    registry: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+    helper_timeout: Duration,
 ) -> Result<Option<Credentials>, AuthError> {
     let user = env(USER_VAR).filter(|v| !v.is_empty());
     let pass = env(PASSWORD_VAR).filter(|v| !v.is_empty());
@@ -235,7 +257,7 @@ pub fn lookup(
     };
     let doc = parse_config(&text, &path)?;
     match helper_for(&doc, registry, &path)? {
-        Some(program) => ask_helper(&program, registry, &path, env, HELPER_TIMEOUT),
+        Some(program) => ask_helper(&program, registry, &path, env, helper_timeout),
         None => from_auths(&doc, registry, &path),
     }
 }
@@ -248,20 +270,25 @@ fn parse_config(text: &str, path: &Path) -> Result<serde_json::Value, AuthError>
     })
 }
 
-/// Whether an `auths` or `credHelpers` key is for `registry`.
+/// Whether an `auths` key holds `registry`'s credentials, as docker/cli's file store
+/// decides (`fileStore.Get`): the key is the server address exactly, or converts to it
+/// (`http://127.0.0.1:5000` for `127.0.0.1:5000`). Docker Hub's entry is the one keyed
+/// `https://index.docker.io/v1/`.
 fn key_is_for(key: &str, registry: &str) -> bool {
-    let host = key_host(key);
-    host == registry || (is_docker_hub(registry) && is_docker_hub(host))
+    let server = server_address(registry);
+    key == server || key_host(key) == server
 }
 
-/// The helper program the config names for `registry`: `credHelpers` by registry, else
-/// `credsStore` for every registry (the Docker CLI's order).
+/// The helper program the config names for `registry`: the `credHelpers` entry keyed by
+/// its server address exactly, else `credsStore` for every registry (docker/cli's
+/// `getConfiguredCredentialStore`).
 fn helper_for(doc: &serde_json::Value, registry: &str, path: &Path) -> Result<Option<String>, AuthError> {
+    let server = server_address(registry);
     let by_registry = doc
         .get("credHelpers")
         .and_then(|h| h.as_object())
-        .and_then(|h| h.iter().find(|(key, _)| key_is_for(key, registry)))
-        .and_then(|(_, name)| name.as_str());
+        .and_then(|h| h.get(&server))
+        .and_then(|name| name.as_str());
     let name = by_registry.or_else(|| doc.get("credsStore").and_then(|s| s.as_str()));
     let Some(name) = name.filter(|n| !n.is_empty()) else {
         return Ok(None);
@@ -324,12 +351,24 @@ fn ask_helper(
         });
     };
     let server = server_address(registry);
-    let ran = crate::process::run(&exe, &["get"], Some(server.as_bytes()), timeout)
-        .map_err(|e| failed(format!("could not be started: {e}")))?;
+    let ran = crate::process::run_capped(
+        &exe,
+        &["get"],
+        Some(server.as_bytes()),
+        timeout,
+        HELPER_OUTPUT_CAP,
+    )
+    .map_err(|e| failed(format!("could not be started: {e}")))?;
+    if ran.overflowed {
+        return Err(failed(format!(
+            "printed more than {} (an answer is a few hundred bytes); it was stopped",
+            crate::net::size(HELPER_OUTPUT_CAP)
+        )));
+    }
     if ran.timed_out {
         return Err(failed(format!(
-            "did not answer within {} s (is it waiting for a prompt?)",
-            timeout.as_secs_f32()
+            "did not answer within {} (is it waiting for a prompt?); it was stopped",
+            crate::deadline::Seconds(timeout)
         )));
     }
     let said = |bytes: &[u8]| String::from_utf8_lossy(bytes).to_ascii_lowercase();
@@ -384,6 +423,21 @@ fn from_auths(
     let Some((_, entry)) = entry else {
         return Ok(None);
     };
+    // `docker login` to a registry that answers with an identity token stores it beside
+    // (or instead of) the password; the token is what the Engine and the token service
+    // get then.
+    if let Some(token) = entry
+        .get("identitytoken")
+        .and_then(|t| t.as_str())
+        .filter(|t| !t.is_empty())
+    {
+        return Ok(Some(Credentials::new(
+            IDENTITY_TOKEN_USER,
+            token,
+            registry,
+            CredentialSource::DockerConfig(path.to_path_buf()),
+        )));
+    }
     if let Some(auth) = entry
         .get("auth")
         .and_then(|a| a.as_str())
@@ -474,6 +528,49 @@ mod tests {
     }
 
     #[test]
+    fn credentials_belong_to_the_host_the_docker_cli_keys_them_by() {
+        let p = Path::new("/x/config.json");
+        let entry = |user: &str| format!(r#"{{"auth": "{}"}}"#, STANDARD.encode(format!("{user}:pw")));
+        let text = format!(
+            r#"{{"auths": {{
+                "https://index.docker.io/v1/": {hub},
+                "registry-1.docker.io": {r1},
+                "https://reg.example:5000/v2/": {reg},
+                "localhost": {lh},
+                "http://user@127.0.0.1:5555/": {lo}
+            }}}}"#,
+            hub = entry("hub"),
+            r1 = entry("r1"),
+            reg = entry("reg"),
+            lh = entry("lh"),
+            lo = entry("lo")
+        );
+        let user = |registry: &str| from_config(&text, registry, p).unwrap().map(|c| c.username);
+        assert_eq!(user("docker.io").as_deref(), Some("hub"));
+        assert_eq!(user("index.docker.io").as_deref(), Some("hub"));
+        // Another name of Docker Hub's servers is a registry of its own to the CLI.
+        assert_eq!(user("registry-1.docker.io").as_deref(), Some("r1"));
+        assert_eq!(user("reg.example:5000").as_deref(), Some("reg"));
+        assert_eq!(
+            user("reg.example").as_deref(),
+            None,
+            "the port is part of the key"
+        );
+        assert_eq!(user("localhost").as_deref(), Some("lh"));
+        assert_eq!(user("localhost:5000").as_deref(), None);
+        assert_eq!(user("localhost.attacker.example").as_deref(), None);
+        assert_eq!(user("127.0.0.1:5555").as_deref(), Some("lo"));
+        assert_eq!(key_host("https://index.docker.io/v1/"), "index.docker.io");
+        assert_eq!(key_host("http://h:"), "h");
+        assert_eq!(key_host("h.io/path"), "h.io");
+
+        // An identity token `docker login` stored is what goes out, never as a password.
+        let text = r#"{"auths": {"r.io": {"auth": "dTpw", "identitytoken": "id-t0ken-long"}}}"#;
+        let c = from_config(text, "r.io", p).unwrap().unwrap();
+        assert_eq!(c.identity_token(), Some("id-t0ken-long"));
+    }
+
+    #[test]
     fn a_broken_config_names_the_file_but_never_its_contents() {
         let p = Path::new("/x/config.json");
         let e = from_config(
@@ -543,6 +640,8 @@ mod tests {
         helper(&bin, "broken", "echo 'st0re-secret' >&2; exit 4");
         helper(&bin, "chatty", "echo 'Username: st0re-secret'");
         helper(&bin, "slow", "sleep 20");
+        helper(&bin, "flood", "yes st0re-secret");
+        helper(&bin, "trickle", "while true; do printf x; sleep 0.05; done");
         let config = dir.path().join("config.json");
         let path_var = format!("/nonexistent:relative/bin:{}", bin.display());
         let auth = STANDARD.encode("file-user:file-pass");
@@ -613,6 +712,32 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("did not answer within 0.3 s"), "{e}");
+        // One that floods is stopped at the cap at once; one that trickles at the deadline.
+        let t = std::time::Instant::now();
+        let e = ask_helper(
+            "docker-credential-flood",
+            "r.io",
+            &config,
+            &env,
+            Duration::from_secs(20),
+        )
+        .unwrap_err();
+        assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+        let msg = e.to_string();
+        assert!(
+            msg.contains("`docker-credential-flood`") && msg.contains("printed more than 1 MiB"),
+            "{msg}"
+        );
+        assert!(!msg.contains("st0re-secret") && e.is_environment(), "{msg}");
+        let e = ask_helper(
+            "docker-credential-trickle",
+            "r.io",
+            &config,
+            &env,
+            Duration::from_millis(400),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("did not answer within 0.4 s"), "{e}");
 
         // Not installed, or not a name: bad input, with the way out.
         write(r#""credsStore": "desktop""#);

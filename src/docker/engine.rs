@@ -18,6 +18,7 @@ use super::{
     Credentials, DockerError, Engine, ImageDetails, Progress, Reference, RegistryFault, classify, connect,
     registry_fault, runtime,
 };
+use crate::deadline::Deadline;
 
 /// A connection to the Docker Engine, its API version negotiated.
 pub struct Bollard {
@@ -123,6 +124,93 @@ impl Bollard {
             }
         })
     }
+
+    /// The platform the daemon pulls for (`linux`, `amd64`), and which registries it
+    /// speaks plain HTTP to by its own configuration (`insecure-registries`: hosts, and
+    /// the CIDRs an IP-literal host is checked against): gpuenv reads a manifest for a
+    /// pull from where the daemon will pull it.
+    pub fn pull_setup(&self, timeout: Duration) -> Result<DaemonRegistry, DockerError> {
+        let asked = async {
+            let version = self.docker.version().await.map_err(classify)?;
+            let info = self.docker.info().await.map_err(classify)?;
+            Ok::<_, DockerError>((version, info))
+        };
+        let (version, info) = self
+            .rt
+            .block_on(async { tokio::time::timeout(timeout, asked).await })
+            .map_err(|_| DockerError::Timeout(timeout))??;
+        let config = info.registry_config.unwrap_or_default();
+        Ok(DaemonRegistry {
+            os: version.os.unwrap_or_else(|| "linux".into()),
+            arch: version.arch.unwrap_or_else(|| "amd64".into()),
+            insecure_hosts: config
+                .index_configs
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|(_, i)| i.secure == Some(false))
+                .map(|(name, _)| name)
+                .collect(),
+            insecure_cidrs: config.insecure_registry_cidrs.unwrap_or_default(),
+        })
+    }
+}
+
+/// What the daemon's configuration says about pulling: its platform and its insecure
+/// registries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DaemonRegistry {
+    /// `linux`.
+    pub os: String,
+    /// `amd64`, `arm64` (Go's names).
+    pub arch: String,
+    /// Registry hosts the daemon treats as insecure.
+    pub insecure_hosts: Vec<String>,
+    /// IP ranges the daemon treats as insecure (`127.0.0.0/8`).
+    pub insecure_cidrs: Vec<String>,
+}
+
+impl DaemonRegistry {
+    /// Whether the daemon speaks plain HTTP to `host` (`HOST[:PORT]`): listed by name, or
+    /// an IP literal inside one of its insecure ranges. Names are not resolved (the
+    /// daemon resolves them; gpuenv does not follow a name to an address).
+    pub fn insecure(&self, host: &str) -> bool {
+        if self.insecure_hosts.iter().any(|h| h.eq_ignore_ascii_case(host)) {
+            return true;
+        }
+        let bare = match host.strip_prefix('[') {
+            Some(rest) => rest.split_once(']').map_or(rest, |(h, _)| h),
+            None => host
+                .rsplit_once(':')
+                .filter(|(h, _)| !h.contains(':'))
+                .map_or(host, |(h, _)| h),
+        };
+        let Ok(ip) = bare.parse::<std::net::IpAddr>() else {
+            return false;
+        };
+        self.insecure_cidrs.iter().any(|c| in_cidr(ip, c))
+    }
+}
+
+/// Whether `ip` lies in `cidr` (`10.0.0.0/8`, `::1/128`); a malformed range holds nothing.
+fn in_cidr(ip: std::net::IpAddr, cidr: &str) -> bool {
+    use std::net::IpAddr;
+    let Some((net, bits)) = cidr.trim().split_once('/') else {
+        return false;
+    };
+    let (Ok(net), Ok(bits)) = (net.parse::<IpAddr>(), bits.parse::<u32>()) else {
+        return false;
+    };
+    match (ip, net) {
+        (IpAddr::V4(a), IpAddr::V4(n)) if bits <= 32 => {
+            let mask = u32::MAX.checked_shl(32 - bits).unwrap_or(0);
+            u32::from(a) & mask == u32::from(n) & mask
+        }
+        (IpAddr::V6(a), IpAddr::V6(n)) if bits <= 128 => {
+            let mask = u128::MAX.checked_shl(128 - bits).unwrap_or(0);
+            u128::from(a) & mask == u128::from(n) & mask
+        }
+        _ => false,
+    }
 }
 
 impl Engine for Bollard {
@@ -220,11 +308,22 @@ impl Engine for Bollard {
         }
     }
 
-    fn registry_digest(&self, image: &Reference, creds: Option<&Credentials>) -> Result<String, DockerError> {
+    fn registry_digest(
+        &self,
+        image: &Reference,
+        creds: Option<&Credentials>,
+        deadline: &Deadline,
+    ) -> Result<String, DockerError> {
         let name = image.to_string();
+        let asked = self.docker.inspect_registry_image(&name, bollard_creds(creds));
         let answer = self
             .rt
-            .block_on(self.docker.inspect_registry_image(&name, bollard_creds(creds)))
+            .block_on(async { tokio::time::timeout(deadline.wait(), asked).await })
+            .map_err(|_| DockerError::PullTimedOut {
+                image: name.clone(),
+                during: "the daemon was asking the registry for the image's digest".into(),
+                limit: deadline.expiry(),
+            })?
             .map_err(|e| registry_error(image, e))?;
         answer.descriptor.digest.ok_or_else(|| DockerError::Registry {
             image: name,
@@ -237,7 +336,8 @@ impl Engine for Bollard {
         &self,
         image: &Reference,
         creds: Option<&Credentials>,
-        progress: &mut dyn FnMut(Progress),
+        deadline: &Deadline,
+        progress: &mut dyn FnMut(Progress) -> Result<(), DockerError>,
     ) -> Result<Option<String>, DockerError> {
         let options = CreateImageOptions {
             from_image: Some(image.name()),
@@ -253,13 +353,40 @@ impl Engine for Bollard {
                 .docker
                 .create_image(Some(options), None, bollard_creds(creds));
             let mut digest = None;
-            while let Some(item) = stream.next().await {
+            let mut during = "the daemon had not started the pull".to_string();
+            // Returning drops the stream, closing the connection: the daemon cancels a pull
+            // whose client went away.
+            loop {
+                let Ok(next) = tokio::time::timeout(deadline.wait(), stream.next()).await else {
+                    return Err(DockerError::PullTimedOut {
+                        image: image.to_string(),
+                        during,
+                        limit: deadline.expiry(),
+                    });
+                };
+                let Some(item) = next else { break };
                 let info = item.map_err(|e| registry_error(image, e))?;
                 if let Some(d) = info.status.as_deref().and_then(|s| s.strip_prefix("Digest: ")) {
                     digest = Some(d.trim().to_string());
                 }
                 let d = info.progress_detail.unwrap_or_default();
-                progress(layer_event(info.id, info.status, d.current, d.total));
+                let event = layer_event(info.id, info.status, d.current, d.total);
+                if let Progress::Layer {
+                    id,
+                    status,
+                    current,
+                    total,
+                } = &event
+                {
+                    // The daemon's words, quoted in a message: made safe and short.
+                    let said = crate::text::excerpt(&format!("layer {id} {status}"));
+                    during = match (current, total) {
+                        (Some(c), Some(t)) => format!("last: {said}, {c} of {t} bytes"),
+                        (Some(c), None) => format!("last: {said}, {c} bytes"),
+                        _ => format!("last: {said}"),
+                    };
+                }
+                progress(event)?;
             }
             Ok(digest)
         })
@@ -888,5 +1015,29 @@ mod tests {
             Some("gpuenv-proc/x:1")
         );
         assert!(labels.contains_key("io.gpuenv.version"));
+    }
+
+    #[test]
+    fn the_daemons_insecure_ranges_hold_ip_literals_only() {
+        let d = DaemonRegistry {
+            os: "linux".into(),
+            arch: "amd64".into(),
+            insecure_hosts: vec!["reg.internal:5000".into()],
+            insecure_cidrs: vec![
+                "127.0.0.0/8".into(),
+                "::1/128".into(),
+                "10.1.0.0/16".into(),
+                "bad".into(),
+            ],
+        };
+        assert!(d.insecure("127.0.0.1:5555"));
+        assert!(d.insecure("127.9.9.9"));
+        assert!(d.insecure("[::1]:5000"));
+        assert!(d.insecure("10.1.200.3:5000"));
+        assert!(!d.insecure("10.2.0.1:5000"));
+        assert!(d.insecure("reg.internal:5000"));
+        assert!(!d.insecure("reg.internal:5001"));
+        assert!(!d.insecure("localhost.attacker.example:5000"));
+        assert!(in_cidr("0.0.0.1".parse().unwrap(), "0.0.0.0/0"));
     }
 }

@@ -4,10 +4,13 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 
 use super::{Credentials, DockerError, Engine, ImageDetails, Progress, Reference};
+use crate::deadline::Deadline;
 
 /// A scripted Engine: builds replay `build_events` then give `build_result`; the registry
-/// announces `announced`; pulls report `pulled_digest` (or fail with `pull_error`) and
-/// leave an image whose repo digest is `held_digest`. Every call is recorded.
+/// announces `announced`; pulls replay `pull_events` (by default one layer `aaaa` of 100
+/// bytes going to `Pull complete`; a watcher's error stops them), then report
+/// `pulled_digest` (or fail with `pull_error`) and leave an image whose repo digest is
+/// `held_digest`. Every call is recorded.
 #[derive(Default)]
 pub(crate) struct Fake {
     pub images: RefCell<BTreeMap<String, ImageDetails>>,
@@ -21,6 +24,7 @@ pub(crate) struct Fake {
     pub remove_error: Option<DockerError>,
     /// The image each image was built on.
     pub parents: BTreeMap<String, String>,
+    pub pull_events: Option<Vec<Progress>>,
     pub calls: RefCell<Vec<String>>,
 }
 
@@ -82,6 +86,7 @@ impl Engine for Fake {
         &self,
         image: &Reference,
         _creds: Option<&Credentials>,
+        _deadline: &Deadline,
     ) -> Result<String, DockerError> {
         self.call(format!("registry_digest {image}"));
         self.announced
@@ -93,19 +98,24 @@ impl Engine for Fake {
         &self,
         image: &Reference,
         _creds: Option<&Credentials>,
-        progress: &mut dyn FnMut(Progress),
+        _deadline: &Deadline,
+        progress: &mut dyn FnMut(Progress) -> Result<(), DockerError>,
     ) -> Result<Option<String>, DockerError> {
         self.call(format!("pull {image}"));
-        for (i, status) in ["Pulling fs layer", "Downloading", "Pull complete"]
-            .iter()
-            .enumerate()
-        {
-            progress(Progress::Layer {
-                id: "aaaa".into(),
-                status: status.to_string(),
-                current: Some(i as u64 * 50),
-                total: Some(100),
-            });
+        let events = self.pull_events.clone().unwrap_or_else(|| {
+            ["Pulling fs layer", "Downloading", "Pull complete"]
+                .iter()
+                .enumerate()
+                .map(|(i, status)| Progress::Layer {
+                    id: "aaaa".into(),
+                    status: status.to_string(),
+                    current: Some(i as u64 * 50),
+                    total: Some(100),
+                })
+                .collect()
+        });
+        for e in events {
+            progress(e)?;
         }
         if let Some(e) = &self.pull_error {
             return Err(e.clone());

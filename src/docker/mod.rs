@@ -5,12 +5,13 @@
 //! [`Bollard`] for real, a fake for unit tests), registry credentials ([`auth`]), image
 //! references ([`mod@reference`]), build contexts ([`context`]), and the two operations the
 //! commands run on an Engine: [`build`] (nothing tagged unless the build succeeded) and
-//! [`pull`] (the digest checked against what the registry announced). Engine answers
-//! become plain data and [`DockerError`]s with messages a user can act on: an image whose
-//! content makes the daemon fail is told from the daemon failing
-//! ([`DockerError::ImageContent`], without the daemon's storage paths), and an empty reason
-//! says the daemon gave none. Every container gpuenv creates carries [`CREATED_BY`]; what
-//! a run made is removed when SIGINT or SIGTERM stops it (see `crate::interrupt`).
+//! [`pull`] (watched against a deadline and the sizes the manifest declares, the digest
+//! checked against what the registry announced). Engine answers become plain data and
+//! [`DockerError`]s with messages a user can act on: an image whose content makes the
+//! daemon fail is told from the daemon failing ([`DockerError::ImageContent`], without the
+//! daemon's storage paths), and an empty reason says the daemon gave none. Every container
+//! gpuenv creates carries [`CREATED_BY`]; what a run made is removed when SIGINT or SIGTERM
+//! stops it (see `crate::interrupt`).
 //!
 //! Must not: decide compatibility, choose images, or print. Progress arrives as
 //! [`Progress`] events through a callback; the caller decides where they go. Credentials
@@ -34,8 +35,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::deadline::{Deadline, Expiry};
+
 pub use auth::Credentials;
-pub use engine::{Bollard, CREATED_BY, Fetched, PathStat, Paths, container_labels};
+pub use engine::{Bollard, CREATED_BY, DaemonRegistry, Fetched, PathStat, Paths, container_labels};
 pub use reference::{Reference, ReferenceError};
 
 /// What the Engine says about itself, for `doctor`.
@@ -149,7 +152,9 @@ pub enum DockerError {
         output: Vec<String>,
     },
     /// The registry refused or failed a pull or push.
-    #[error("cannot pull `{image}`: {fault} ({})", if detail.trim().is_empty() { "the daemon gave no reason".to_string() } else { format!("the daemon says: {detail}") })]
+    // The daemon's words quote the registry's: shown safe for a terminal and short (only
+    // here, after `redacted`, so that no cut can leave half a secret unscrubbed).
+    #[error("cannot pull `{image}`: {fault} ({})", if detail.trim().is_empty() { "the daemon gave no reason".to_string() } else { format!("the daemon says: {}", crate::text::excerpt(detail)) })]
     Registry {
         /// The image.
         image: String,
@@ -161,6 +166,48 @@ pub enum DockerError {
     /// The Engine has no such image.
     #[error("no image `{0}` in the Docker daemon")]
     NoSuchImage(String),
+    /// A pull was stopped at the deadline: the daemon reported no progress for the idle
+    /// limit, or the whole pull outlasted its total.
+    #[error("{}", pull_timed_out(image, during, limit))]
+    PullTimedOut {
+        /// The image.
+        image: String,
+        /// What the pull was doing (`layer 3f2a9c8e1b7d: Downloading 512 of 2048 bytes`).
+        during: String,
+        /// Which limit ran out.
+        limit: Expiry,
+    },
+    /// A pull was stopped because the registry sent more of a layer than the manifest
+    /// declares (or announced more).
+    #[error(
+        "stopped pulling `{image}`: the registry {} {got} bytes of layer {layer}, more than the {declared} bytes the manifest declares; the daemon's pull was cancelled",
+        if *announced { "announced" } else { "sent" }
+    )]
+    PullOversized {
+        /// The image.
+        image: String,
+        /// The layer's short id, as the daemon shows it.
+        layer: String,
+        /// Bytes sent (or announced) so far.
+        got: u64,
+        /// Whether `got` is what the registry announced (`Content-Length`) rather than sent.
+        announced: bool,
+        /// The size the manifest declares.
+        declared: u64,
+    },
+    /// A pull was stopped because the daemon downloads a layer nothing bounds: one the
+    /// manifest gpuenv read does not list, or one with no size at all.
+    #[error(
+        "stopped pulling `{image}`: the daemon is downloading layer {layer}, {why}; the daemon's pull was cancelled"
+    )]
+    PullUnbounded {
+        /// The image.
+        image: String,
+        /// The layer's short id.
+        layer: String,
+        /// Why nothing bounds it.
+        why: String,
+    },
     /// What was pulled is not what the registry announced; the tag was removed again.
     #[error(
         "`{image}`: the registry announced {announced} but the daemon holds {pulled}; the image was \
@@ -174,6 +221,17 @@ pub enum DockerError {
         /// The digest pulled.
         pulled: String,
     },
+}
+
+fn pull_timed_out(image: &str, during: &str, limit: &Expiry) -> String {
+    match limit {
+        Expiry::Idle(_) => format!(
+            "stopped pulling `{image}`: the daemon reported no progress {limit} ({during}): the registry is slow or has stalled; the daemon's pull was cancelled"
+        ),
+        Expiry::Total { .. } => format!(
+            "stopped pulling `{image}`: it did not finish {limit} ({during}); the daemon's pull was cancelled"
+        ),
+    }
 }
 
 fn build_failure(step: Option<&str>, message: &str, output: &[String]) -> String {
@@ -241,6 +299,11 @@ impl DockerError {
                 fault,
                 detail: r(detail),
             },
+            DockerError::PullTimedOut { image, during, limit } => DockerError::PullTimedOut {
+                image,
+                during: r(during),
+                limit,
+            },
             other => other,
         }
     }
@@ -300,14 +363,25 @@ pub trait Engine {
     /// Removes a name (and the image, when it was its last name); `false` when there was
     /// none.
     fn remove(&self, name: &str, force: bool) -> Result<bool, DockerError>;
-    /// The digest the registry announces for a reference now, without pulling.
-    fn registry_digest(&self, image: &Reference, creds: Option<&Credentials>) -> Result<String, DockerError>;
-    /// Pulls an image; returns the digest the pull reported.
+    /// The digest the registry announces for a reference now, without pulling; the
+    /// daemon's answer is waited for at most [`Deadline::wait`].
+    fn registry_digest(
+        &self,
+        image: &Reference,
+        creds: Option<&Credentials>,
+        deadline: &Deadline,
+    ) -> Result<String, DockerError>;
+    /// Pulls an image; returns the digest the pull reported. Each progress event is
+    /// waited for at most [`Deadline::wait`] ([`DockerError::PullTimedOut`] after that);
+    /// `progress` sees every event, and an error it returns stops the pull: the stream is
+    /// dropped, which closes the connection, and the daemon cancels a pull whose client
+    /// went away.
     fn pull(
         &self,
         image: &Reference,
         creds: Option<&Credentials>,
-        progress: &mut dyn FnMut(Progress),
+        deadline: &Deadline,
+        progress: &mut dyn FnMut(Progress) -> Result<(), DockerError>,
     ) -> Result<Option<String>, DockerError>;
     /// Pushes a local image; returns the digest the registry gave it.
     fn push(
@@ -539,29 +613,97 @@ pub struct Pulled {
     pub downloaded_layers: usize,
 }
 
+/// The sizes a manifest declares for its layers, by digest (`sha256:...`): what a pull
+/// may download of each. `None` where the manifest could not be read from here: each
+/// layer is then held to the size the registry announces to the daemon.
+pub type DeclaredSizes = Option<BTreeMap<String, u64>>;
+
+/// The id the daemon shows a layer by in a pull's progress: the first 12 hex digits of
+/// its digest (moby's `stringid.TruncateID` of the descriptor's digest).
+pub fn short_id(digest: &str) -> String {
+    let hex = digest.split_once(':').map_or(digest, |(_, h)| h);
+    hex.chars().take(12).collect()
+}
+
+/// Why a download must stop, from one progress event and what bounds it.
+fn over_bound(image: &Reference, declared: &DeclaredSizes, event: &Progress) -> Result<(), DockerError> {
+    let Progress::Layer {
+        id,
+        status,
+        current,
+        total,
+    } = event
+    else {
+        return Ok(());
+    };
+    if status != "Downloading" {
+        return Ok(());
+    }
+    let bound = match declared {
+        Some(sizes) => sizes
+            .iter()
+            .find(|(digest, _)| short_id(digest) == *id)
+            .map(|(_, size)| *size)
+            .ok_or_else(|| DockerError::PullUnbounded {
+                image: image.to_string(),
+                layer: id.clone(),
+                why: "which the manifest gpuenv read does not list (the registry answers the daemon and gpuenv differently, or the tag moved)".into(),
+            })?,
+        None => total.ok_or_else(|| DockerError::PullUnbounded {
+            image: image.to_string(),
+            layer: id.clone(),
+            why: "whose size the registry does not announce, and gpuenv could not read the manifest to bound it".into(),
+        })?,
+    };
+    let oversized = |got: u64, announced: bool| DockerError::PullOversized {
+        image: image.to_string(),
+        layer: id.clone(),
+        got,
+        announced,
+        declared: bound,
+    };
+    // The daemon's total is the blob's `Content-Length`, not the descriptor's size.
+    if let Some(t) = total.filter(|t| *t > bound) {
+        return Err(oversized(t, true));
+    }
+    match current {
+        Some(c) if *c > bound => Err(oversized(*c, false)),
+        _ => Ok(()),
+    }
+}
+
 /// Pulls an image and checks that the daemon now holds the manifest the registry
 /// announced before the pull (the tag's digest, or the digest written in the reference).
 /// On a mismatch the name is removed again, so nothing unverified stays tagged.
+///
+/// The pull is watched: it is stopped (and the daemon's pull cancelled) when no progress
+/// comes for the deadline's idle limit or the deadline passes, and when a layer's download
+/// grows past the size `declared` gives it, or is one `declared` does not list (see
+/// [`DeclaredSizes`]): the daemon itself writes whatever a registry sends to disk.
 /// Messages never contain the credentials.
 pub fn pull(
     engine: &dyn Engine,
     image: &Reference,
     creds: Option<&Credentials>,
+    deadline: &Deadline,
+    declared: &DeclaredSizes,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Pulled, DockerError> {
     let mut run = || -> Result<Pulled, DockerError> {
         let announced = match &image.digest {
             Some(d) => d.clone(),
-            None => engine.registry_digest(image, creds)?,
+            None => engine.registry_digest(image, creds, deadline)?,
         };
         let mut downloaded = std::collections::BTreeSet::new();
-        let reported = engine.pull(image, creds, &mut |p| {
+        let reported = engine.pull(image, creds, deadline, &mut |p| {
             if let Progress::Layer { id, status, .. } = &p {
                 if status == "Pull complete" {
                     downloaded.insert(id.clone());
                 }
             }
+            let verdict = over_bound(image, declared, &p);
             progress(p);
+            verdict
         })?;
         let name = image.to_string();
         let details = engine

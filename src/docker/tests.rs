@@ -4,9 +4,14 @@
 use super::auth::CredentialSource;
 use super::fake::Fake;
 use super::*;
+use crate::deadline::Deadline;
 
 fn r(s: &str) -> Reference {
     Reference::parse(s).unwrap()
+}
+
+fn dl() -> Deadline {
+    Deadline::new(std::time::Duration::from_secs(60), false)
 }
 
 fn line(s: &str) -> Progress {
@@ -235,9 +240,14 @@ fn a_pull_is_verified_against_the_digest_the_registry_announced() {
         ..Fake::default()
     };
     let mut layers = Vec::new();
-    let p = pull(&fake, &r("127.0.0.1:5555/gpuenv-test/x:1"), None, &mut |e| {
-        layers.push(e)
-    })
+    let p = pull(
+        &fake,
+        &r("127.0.0.1:5555/gpuenv-test/x:1"),
+        None,
+        &dl(),
+        &None,
+        &mut |e| layers.push(e),
+    )
     .unwrap();
     assert_eq!(p.digest, D1);
     assert_eq!(p.image_id, "sha256:pulled");
@@ -256,7 +266,7 @@ fn a_digest_mismatch_untags_what_was_pulled() {
         pulled_digest: Some(D2.into()),
         ..Fake::default()
     };
-    let e = pull(&fake, &r("gpuenv-test/x:1"), None, &mut |_| {}).unwrap_err();
+    let e = pull(&fake, &r("gpuenv-test/x:1"), None, &dl(), &None, &mut |_| {}).unwrap_err();
     assert!(
         matches!(&e, DockerError::DigestMismatch { announced, pulled, .. } if announced == D1 && pulled == D2),
         "{e:?}"
@@ -275,7 +285,7 @@ fn a_digest_mismatch_untags_what_was_pulled() {
         ..Fake::default()
     };
     assert!(matches!(
-        pull(&fake, &r("gpuenv-test/x:1"), None, &mut |_| {}),
+        pull(&fake, &r("gpuenv-test/x:1"), None, &dl(), &None, &mut |_| {}),
         Err(DockerError::DigestMismatch { .. })
     ));
 }
@@ -286,7 +296,15 @@ fn a_pull_by_digest_checks_that_digest_without_asking_the_registry() {
         pulled_digest: Some(D1.into()),
         ..Fake::default()
     };
-    let p = pull(&fake, &r(&format!("gpuenv-test/x@{D1}")), None, &mut |_| {}).unwrap();
+    let p = pull(
+        &fake,
+        &r(&format!("gpuenv-test/x@{D1}")),
+        None,
+        &dl(),
+        &None,
+        &mut |_| {},
+    )
+    .unwrap();
     assert_eq!(p.digest, D1);
     assert!(
         fake.calls
@@ -294,6 +312,87 @@ fn a_pull_by_digest_checks_that_digest_without_asking_the_registry() {
             .iter()
             .all(|c| !c.starts_with("registry_digest"))
     );
+}
+
+fn downloading(id: &str, current: u64, total: Option<u64>) -> Progress {
+    Progress::Layer {
+        id: id.into(),
+        status: "Downloading".into(),
+        current: Some(current),
+        total,
+    }
+}
+
+#[test]
+fn a_pull_is_stopped_when_a_layer_grows_past_its_declared_size() {
+    let layer = format!("sha256:{}", "ab".repeat(32));
+    let declared: DeclaredSizes = Some([(layer.clone(), 1000)].into_iter().collect());
+    let events = |current: u64, total: Option<u64>| Fake {
+        announced: Some(Ok(D1.into())),
+        pulled_digest: Some(D1.into()),
+        pull_events: Some(vec![
+            downloading("abababababab", 500, Some(1000)),
+            downloading("abababababab", current, total),
+            Progress::Layer {
+                id: "abababababab".into(),
+                status: "Pull complete".into(),
+                current: None,
+                total: None,
+            },
+        ]),
+        ..Fake::default()
+    };
+    // Exactly the declared size: a pull like any other.
+    let fake = events(1000, Some(1000));
+    let p = pull(&fake, &r("r.io/a:1"), None, &dl(), &declared, &mut |_| {}).unwrap();
+    assert_eq!(p.downloaded_layers, 1);
+
+    // One byte more, with or without a total (a chunked answer): stopped there.
+    for total in [Some(1000), None] {
+        let fake = events(1001, total);
+        let mut seen = 0;
+        let e = pull(&fake, &r("r.io/a:1"), None, &dl(), &declared, &mut |_| seen += 1).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "stopped pulling `r.io/a:1`: the registry sent 1001 bytes of layer abababababab, more than the 1000 bytes the manifest declares; the daemon's pull was cancelled"
+        );
+        assert_eq!(seen, 2, "no event after the one that broke the bound");
+        assert!(fake.images.borrow().is_empty(), "nothing pulled, nothing tagged");
+    }
+    // A `Content-Length` above the declared size is stopped before the bytes come.
+    let fake = events(600, Some(5_000_000));
+    let e = pull(&fake, &r("r.io/a:1"), None, &dl(), &declared, &mut |_| {}).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("the registry announced 5000000 bytes of layer abababababab, more than the 1000 bytes"),
+        "{e}"
+    );
+    // A layer the manifest does not list.
+    let fake = Fake {
+        announced: Some(Ok(D1.into())),
+        pull_events: Some(vec![downloading("cdcdcdcdcdcd", 1, Some(10))]),
+        ..Fake::default()
+    };
+    let e = pull(&fake, &r("r.io/a:1"), None, &dl(), &declared, &mut |_| {}).unwrap_err();
+    assert!(
+        matches!(&e, DockerError::PullUnbounded { layer, .. } if layer == "cdcdcdcdcdcd"),
+        "{e:?}"
+    );
+    // Without the manifest, the size the registry announces to the daemon bounds it, and a
+    // download with no size at all is not let run.
+    let fake = events(1001, Some(1000));
+    assert!(matches!(
+        pull(&fake, &r("r.io/a:1"), None, &dl(), &None, &mut |_| {}),
+        Err(DockerError::PullOversized { declared: 1000, .. })
+    ));
+    let fake = events(1001, None);
+    let e = pull(&fake, &r("r.io/a:1"), None, &dl(), &None, &mut |_| {}).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("whose size the registry does not announce"),
+        "{e}"
+    );
+    assert_eq!(short_id(&layer), "abababababab");
 }
 
 #[test]
@@ -308,7 +407,7 @@ fn registry_failures_never_show_the_password() {
         }),
         ..Fake::default()
     };
-    let e = pull(&fake, &r("r.io/a:1"), Some(&creds), &mut |_| {}).unwrap_err();
+    let e = pull(&fake, &r("r.io/a:1"), Some(&creds), &dl(), &None, &mut |_| {}).unwrap_err();
     let msg = e.to_string();
     assert!(!msg.contains("pa55"), "{msg}");
     assert!(msg.contains("authentication required"), "{msg}");

@@ -39,7 +39,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
-use std::io::Read;
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -887,6 +887,52 @@ struct SourceStore<'a> {
     select: &'a dyn Select,
 }
 
+/// A blob read as exactly its declared size: never past it (nothing beyond is taken in), and
+/// a source that has more than that is refused once the declared bytes are read, rather
+/// than cut silently to a prefix that might verify. A shorter one ends early and fails its
+/// digest.
+struct Exactly<R> {
+    inner: R,
+    left: u64,
+    declared: u64,
+}
+
+impl<R: Read> Exactly<R> {
+    fn new(inner: R, declared: u64) -> Self {
+        Exactly {
+            inner,
+            left: declared,
+            declared,
+        }
+    }
+}
+
+impl<R: Read> Read for Exactly<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        if self.left == 0 {
+            // One byte more would be past the declaration: ask for it only to refuse it.
+            let mut probe = [0u8; 1];
+            return match self.inner.read(&mut probe)? {
+                0 => Ok(0),
+                _ => Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!(
+                        "the blob holds more than the {} bytes its descriptor declares",
+                        self.declared
+                    ),
+                )),
+            };
+        }
+        let want = buf.len().min(usize::try_from(self.left).unwrap_or(usize::MAX));
+        let n = self.inner.read(&mut buf[..want])?;
+        self.left -= n as u64;
+        Ok(n)
+    }
+}
+
 impl Store for SourceStore<'_> {
     fn doc(&mut self, d: &Descriptor, what: &str) -> Result<Vec<u8>, ImageError> {
         let digest = &d.digest;
@@ -898,9 +944,8 @@ impl Store for SourceStore<'_> {
                 what: "a JSON document",
             });
         }
-        // Never past the declared size: a longer blob then fails its digest.
         let reader = self.source.open(digest, d.size)?;
-        let mut hashed = HashRead::new(reader.take(d.size.min(MAX_CONFIG + 1)));
+        let mut hashed = HashRead::new(Exactly::new(reader, d.size));
         let mut bytes = Vec::new();
         hashed
             .read_to_end(&mut bytes)
@@ -929,9 +974,7 @@ impl Store for SourceStore<'_> {
             (self.source, self.select, budget);
         in_order(wanted, source.parallelism(), |d| {
             let digest = &d.digest;
-            // Never past the declared size: a longer blob then fails its digest, a shorter
-            // one its size.
-            let reader = source.open(digest, d.size)?.take(d.size);
+            let reader = Exactly::new(source.open(digest, d.size)?, d.size);
             let l = layer::read_layer(reader, select, &mut shared.clone())?;
             if &l.blob_digest != digest {
                 return Err(mismatch(
@@ -1288,6 +1331,27 @@ pub fn read_oci_dir(dir: &Path, opts: &ReadOptions) -> Result<Image, ImageError>
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn a_blob_is_read_as_exactly_its_declared_size() {
+        let read = |data: &[u8], declared: u64| {
+            let mut out = Vec::new();
+            Exactly::new(data, declared).read_to_end(&mut out).map(|_| out)
+        };
+        assert_eq!(read(b"abc", 3).unwrap(), b"abc");
+        // Shorter: ends early (the digest then fails).
+        assert_eq!(read(b"ab", 3).unwrap(), b"ab");
+        // Longer: refused, not cut to a prefix that might verify.
+        let e = read(b"abcd", 3).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+        assert!(e.to_string().contains("more than the 3 bytes"), "{e}");
+        // Nothing past the declaration is taken in, however much there is.
+        let mut endless = std::io::repeat(7);
+        let mut r = Exactly::new(&mut endless, 5);
+        let mut buf = [0u8; 64];
+        assert_eq!(r.read(&mut buf).unwrap(), 5);
+        assert!(r.read(&mut buf).is_err());
+    }
 
     #[test]
     fn work_shared_among_threads_comes_back_in_order() {

@@ -2,23 +2,68 @@
 //! index or manifest list), configs and layers over reqwest, with token authentication and
 //! every digest verified.
 //!
-//! Owns: talking to registries. Must not: read what is inside a layer (that is `image`),
-//! decide anything, or print. Credentials come from `docker::auth` (the lookup `pull`
-//! uses) and never appear in errors or output.
+//! Owns: talking to registries: which scheme a host gets ([`plain_http`]), when and where
+//! credentials are sent, how long the registry may take (a [`Deadline`] over the whole
+//! read) and how much it may send (a cap per kind of document, and each blob exactly the
+//! size its descriptor declares). Must not: read what is inside a layer (that is
+//! `image`), decide anything, or print. Credentials come from `docker::auth` (the lookup
+//! `pull` uses) and never appear in errors or output.
+//!
+//! Credentials, as Docker's own registry client sends them (distribution/distribution,
+//! `registry/client/auth/session.go`: `endpointAuthorizer.ModifyRequest` adds them only to
+//! requests for an endpoint whose ping answered a challenge; `tokenHandler.fetchToken`
+//! sends basic auth to the challenge's realm):
+//! - Nothing is sent before the registry asks: the first request is anonymous, and only a
+//!   `401` answered by the registry itself (not by a host a redirect led to) with a
+//!   `WWW-Authenticate` challenge brings them out.
+//! - `Basic`: the user and password to the registry, on that request and those after it.
+//! - `Bearer realm=...`: the user and password as basic auth to the realm, as Docker sends
+//!   them, or an identity token as the OAuth2 refresh token (POST, the distribution token
+//!   spec); the access token it answers goes to the registry. A realm over plain HTTP gets
+//!   credentials only on a host that gets plain HTTP at all ([`plain_http`]): elsewhere
+//!   they would cross the network in clear text, so gpuenv refuses and says so.
+//! - A redirect (blobs are often served from another host) never carries them to another
+//!   host or port: reqwest drops `Authorization` there, and gpuenv adds none.
+//!
+//! Limits: every request, and every read of its body, ends by the [`Deadline`] (see
+//! [`crate::net`]); a manifest or index is read up to [`MANIFEST_CAP`], a token answer up
+//! to [`TOKEN_CAP`], a blob up to exactly the size its descriptor declares; redirects are
+//! followed at most [`MAX_REDIRECTS`] times, never in a loop, never to plain HTTP on a
+//! host that gets none, and a token request's never to another host.
 
 use std::io::{self, Read};
-use std::time::Duration;
+use std::net::IpAddr;
+use std::sync::Mutex;
 
 use reqwest::StatusCode;
-use reqwest::blocking::{Client, Response};
-use reqwest::header::{ACCEPT, AUTHORIZATION, WWW_AUTHENTICATE};
+use reqwest::blocking::Client;
+use reqwest::header::{ACCEPT, WWW_AUTHENTICATE};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
+use crate::deadline::Deadline;
 use crate::docker::Credentials;
+use crate::net::{self, Body, Cap, NetError};
 
 /// Media types asked for, most specific first: an index/list lets us choose the platform.
 const MANIFEST_TYPES: &str = "application/vnd.oci.image.index.v1+json, application/vnd.docker.distribution.manifest.list.v2+json, application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json";
+
+/// The most bytes of a manifest or an index: the distribution registry refuses to store a
+/// larger one (its `maxManifestBodySize`), and containers/image reads no more
+/// (`iolimits.MaxManifestBodySize`).
+pub const MANIFEST_CAP: u64 = 4 << 20;
+
+/// The most bytes of a token service's answer (a JSON object holding a token of a few
+/// KiB): containers/image's `iolimits.MaxAuthTokenBodySize`.
+pub const TOKEN_CAP: u64 = 1 << 20;
+
+/// The most requests one request may become through redirects (Go's `net/http` default,
+/// `stopped after 10 redirects`, which Docker's client keeps).
+pub const MAX_REDIRECTS: usize = 10;
+
+/// The environment variable listing registries gpuenv's own client may speak plain HTTP
+/// to, comma-separated (`HOST` or `HOST:PORT`); `--insecure-registry` adds to it.
+pub const INSECURE_VAR: &str = "GPUENV_INSECURE_REGISTRIES";
 
 /// Why a registry could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -91,6 +136,19 @@ pub enum RegistryError {
         /// Platforms offered.
         available: String,
     },
+    /// The registry's token service would get credentials in clear text.
+    #[error(
+        "registry `{registry}` asks for credentials at the token service `{realm}`, over plain HTTP on a host that is not loopback: gpuenv sends no credentials there in clear text (if that host is yours, list it with --insecure-registry or {INSECURE_VAR})"
+    )]
+    PlainRealm {
+        /// Host.
+        registry: String,
+        /// The realm, as an excerpt.
+        realm: String,
+    },
+    /// The registry was too slow, sent too much or too little, or the connection failed.
+    #[error(transparent)]
+    Net(#[from] NetError),
 }
 
 /// A content descriptor (OCI).
@@ -135,54 +193,176 @@ pub struct Manifest {
     pub layers: Vec<Descriptor>,
 }
 
+/// How the registry is being authenticated to.
+#[derive(Debug, Clone)]
+enum Auth {
+    /// No challenge yet: nothing is sent.
+    Anonymous,
+    /// The registry challenged `Basic`: user and password on each request.
+    Basic,
+    /// An access token from the realm the registry named.
+    Bearer(String),
+}
+
 /// A registry endpoint.
 pub struct Registry {
     http: Client,
+    /// For token requests: redirects only within the realm's origin.
+    token_http: Client,
     /// Host as written (`127.0.0.1:5000`, `nvcr.io`).
     pub host: String,
-    base: String,
+    base: reqwest::Url,
     creds: Option<Credentials>,
-    token: std::sync::Mutex<Option<String>>,
+    auth: Mutex<Auth>,
+    deadline: Deadline,
+    insecure: Vec<String>,
 }
 
 /// `docker.io` is served at registry-1.docker.io.
 fn api_host(host: &str) -> &str {
-    if host == "docker.io" {
+    if host == "docker.io" || host == "index.docker.io" {
         "registry-1.docker.io"
     } else {
         host
     }
 }
 
+/// `host` without its port: `127.0.0.1:5000` → `127.0.0.1`, `[::1]:5000` → `::1`.
+fn bare_host(host: &str) -> &str {
+    if let Some(rest) = host.strip_prefix('[') {
+        return rest.split_once(']').map_or(rest, |(h, _)| h);
+    }
+    match host.rsplit_once(':') {
+        // One colon and digits after it: a port. More colons: a bare IPv6 address.
+        Some((h, port)) if !h.contains(':') && port.bytes().all(|b| b.is_ascii_digit()) => h,
+        _ => host,
+    }
+}
+
+/// Whether gpuenv's own client speaks plain HTTP to `host` (`HOST[:PORT]`), where Docker
+/// would: an IP literal in `127.0.0.0/8` or `::1` (the daemon's default insecure
+/// registries), exactly `localhost`, or a host the user listed (`--insecure-registry`,
+/// [`INSECURE_VAR`]; an entry without a port covers every port of that host). Names are
+/// never resolved: `localhost.attacker.example` is a name like any other, and a name that
+/// resolves to loopback today may not tomorrow.
+pub fn plain_http(host: &str, insecure: &[String]) -> bool {
+    let bare = bare_host(host);
+    let loopback = match bare.parse::<IpAddr>() {
+        Ok(IpAddr::V4(ip)) => ip.octets()[0] == 127,
+        Ok(IpAddr::V6(ip)) => ip.is_loopback(),
+        Err(_) => bare.eq_ignore_ascii_case("localhost"),
+    };
+    loopback
+        || insecure.iter().map(|e| e.trim()).any(|entry| {
+            entry.eq_ignore_ascii_case(host)
+                || (entry.eq_ignore_ascii_case(bare) && bare_host(entry) == entry)
+        })
+}
+
+/// The `host[:port]` of a URL, as [`plain_http`] reads it.
+fn url_host(url: &reqwest::Url) -> String {
+    // `host_str` writes an IPv6 address in brackets, as a registry host is written.
+    let host = url.host_str().unwrap_or_default();
+    match url.port() {
+        Some(p) => format!("{host}:{p}"),
+        None => host.to_string(),
+    }
+}
+
+/// The redirects a registry client follows: at most [`MAX_REDIRECTS`], no loop, only to
+/// http(s), and to plain HTTP only where [`plain_http`] allows it. (Credentials never
+/// follow to another host: reqwest removes `Authorization` on such a hop.)
+fn redirect_policy(insecure: Vec<String>) -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(move |attempt| {
+        let url = attempt.url().clone();
+        if attempt.previous().len() >= MAX_REDIRECTS {
+            return attempt.error(format!("stopped after {MAX_REDIRECTS} redirects"));
+        }
+        if attempt.previous().contains(&url) {
+            return attempt.error("the redirects go round in a loop");
+        }
+        match url.scheme() {
+            "https" => attempt.follow(),
+            "http" if plain_http(&url_host(&url), &insecure) => attempt.follow(),
+            "http" => attempt.error(format!(
+                "to plain HTTP on `{}`, which is neither loopback nor listed as insecure",
+                crate::text::excerpt(&url_host(&url))
+            )),
+            other => attempt.error(format!("to a `{}:` address", crate::text::excerpt(other))),
+        }
+    })
+}
+
+/// The redirects a token request follows: those of [`redirect_policy`], and only within
+/// the realm's own scheme, host and port. reqwest drops `Authorization` on a hop to
+/// another host but re-sends a POST's body on a 307 or 308, and that body holds the
+/// identity token: so such a hop is not made at all.
+fn token_redirect_policy(insecure: Vec<String>) -> reqwest::redirect::Policy {
+    let general = redirect_policy(insecure);
+    reqwest::redirect::Policy::custom(move |attempt| {
+        let first = attempt.previous().first().cloned();
+        let same_origin = first.as_ref().is_some_and(|f| {
+            f.scheme() == attempt.url().scheme()
+                && f.host_str() == attempt.url().host_str()
+                && f.port_or_known_default() == attempt.url().port_or_known_default()
+        });
+        if !same_origin {
+            let to = crate::text::excerpt(&url_host(attempt.url()));
+            return attempt.error(format!(
+                "to another host (`{to}`), where the credentials sent with a token request do not go"
+            ));
+        }
+        general.redirect(attempt)
+    })
+}
+
 impl Registry {
-    /// A client for `host`. Loopback registries are spoken to over plain HTTP, as Docker
-    /// does for them; every other over HTTPS.
-    pub fn new(host: &str, creds: Option<Credentials>, timeout: Duration) -> Result<Registry, RegistryError> {
-        let loopback = host.starts_with("127.") || host.starts_with("localhost") || host.starts_with("[::1]");
-        let scheme = if loopback { "http" } else { "https" };
-        let http = Client::builder()
-            .connect_timeout(timeout)
-            .timeout(None)
-            .user_agent(concat!("gpuenv/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| RegistryError::Unreachable {
-                registry: host.to_string(),
-                reason: e.to_string(),
-            })?;
+    /// A client for `host` whose every request ends by `deadline`. Plain HTTP where
+    /// [`plain_http`] allows it (loopback, `localhost`, the hosts in `insecure`), HTTPS
+    /// everywhere else.
+    pub fn new(
+        host: &str,
+        creds: Option<Credentials>,
+        deadline: Deadline,
+        insecure: &[String],
+    ) -> Result<Registry, RegistryError> {
+        let scheme = if plain_http(host, insecure) {
+            "http"
+        } else {
+            "https"
+        };
+        let unreachable = |reason: String| RegistryError::Unreachable {
+            registry: host.to_string(),
+            reason,
+        };
+        let client = |policy| {
+            Client::builder()
+                .connect_timeout(deadline.wait())
+                .timeout(None)
+                .redirect(policy)
+                .user_agent(concat!("gpuenv/", env!("CARGO_PKG_VERSION")))
+                .build()
+                .map_err(|e| unreachable(net::describe(&e)))
+        };
+        let http = client(redirect_policy(insecure.to_vec()))?;
+        let token_http = client(token_redirect_policy(insecure.to_vec()))?;
+        let base = reqwest::Url::parse(&format!("{scheme}://{}/v2/", api_host(host)))
+            .map_err(|e| unreachable(format!("not a host: {e}")))?;
         Ok(Registry {
             http,
+            token_http,
             host: host.to_string(),
-            base: format!("{scheme}://{}/v2", api_host(host)),
+            base,
             creds,
-            token: std::sync::Mutex::new(None),
+            auth: Mutex::new(Auth::Anonymous),
+            deadline,
+            insecure: insecure.to_vec(),
         })
     }
 
-    fn unreachable(&self, e: &reqwest::Error) -> RegistryError {
-        RegistryError::Unreachable {
-            registry: self.host.clone(),
-            reason: crate::upstream::http::describe(e),
-        }
+    /// How errors name this registry.
+    fn peer(&self) -> String {
+        format!("the registry at {}", self.host)
     }
 
     fn status_error(&self, status: StatusCode, what: &str) -> RegistryError {
@@ -204,63 +384,101 @@ impl Registry {
         }
     }
 
-    /// GETs a path under /v2, authenticating once on a 401 Bearer challenge.
-    fn get(&self, path: &str, accept: Option<&str>, what: &str) -> Result<Response, RegistryError> {
-        let url = format!("{}/{path}", self.base);
-        let send = |token: Option<&str>| {
-            let mut req = self.http.get(&url);
+    /// Whether an answer came from the registry itself (same scheme, host and port), not
+    /// from a host a redirect led to.
+    fn is_the_registry(&self, url: &reqwest::Url) -> bool {
+        url.scheme() == self.base.scheme()
+            && url.host_str() == self.base.host_str()
+            && url.port_or_known_default() == self.base.port_or_known_default()
+    }
+
+    fn current_auth(&self) -> Auth {
+        self.auth.lock().map(|a| a.clone()).unwrap_or(Auth::Anonymous)
+    }
+
+    fn set_auth(&self, auth: Auth) {
+        if let Ok(mut a) = self.auth.lock() {
+            *a = auth;
+        }
+    }
+
+    /// GETs a path under /v2/. Anonymous until the registry answers a 401 with a challenge;
+    /// then once more with what the challenge asks for (see the module's docs).
+    fn get(&self, path: &str, accept: Option<&str>, what: &str) -> Result<net::Answer, RegistryError> {
+        // Appended, not joined: a relative reference whose first segment held a `:` would
+        // be read as a scheme.
+        let url = reqwest::Url::parse(&format!("{}{path}", self.base))
+            .map_err(|e| self.format("request", format!("cannot form the URL: {e}")))?;
+        let during = format!("`{what}`");
+        let send = |auth: &Auth| -> Result<net::Answer, RegistryError> {
+            let mut req = self.http.get(url.clone());
             if let Some(a) = accept {
                 req = req.header(ACCEPT, a);
             }
-            match (token, &self.creds) {
-                (Some(t), _) => req = req.header(AUTHORIZATION, format!("Bearer {t}")),
-                // An identity token is only ever exchanged at the token endpoint.
-                (None, Some(c)) if c.identity_token().is_none() => {
-                    req = req.basic_auth(&c.username, Some(c.password()));
-                }
-                (None, _) => {}
+            match (auth, &self.creds) {
+                (Auth::Bearer(t), _) => req = req.bearer_auth(t),
+                (Auth::Basic, Some(c)) => req = req.basic_auth(&c.username, Some(c.password())),
+                _ => {}
             }
-            req.send().map_err(|e| self.unreachable(&e))
+            Ok(net::send(req, &self.deadline, &self.peer(), &during)?)
         };
-        let cached = self.token.lock().ok().and_then(|t| t.clone());
-        let resp = send(cached.as_deref())?;
-        if resp.status() == StatusCode::UNAUTHORIZED {
-            if let Some(challenge) = resp
-                .headers()
-                .get(WWW_AUTHENTICATE)
-                .and_then(|h| h.to_str().ok())
-                .map(str::to_string)
-            {
-                if let Some(token) = self.fetch_token(&challenge)? {
-                    if let Ok(mut t) = self.token.lock() {
-                        *t = Some(token.clone());
-                    }
-                    let again = send(Some(&token))?;
-                    return self.check(again, what);
-                }
-            }
+        let resp = send(&self.current_auth())?;
+        if resp.status != StatusCode::UNAUTHORIZED || !self.is_the_registry(&resp.url) {
+            return self.check(resp, what);
         }
-        self.check(resp, what)
+        let challenges: Vec<String> = resp
+            .headers
+            .get_all(WWW_AUTHENTICATE)
+            .iter()
+            .filter_map(|h| h.to_str().ok())
+            .map(str::to_string)
+            .collect();
+        let Some(auth) = self.answer_challenge(&challenges)? else {
+            return self.check(resp, what);
+        };
+        drop(resp);
+        self.set_auth(auth.clone());
+        let again = send(&auth)?;
+        self.check(again, what)
     }
 
-    fn check(&self, resp: Response, what: &str) -> Result<Response, RegistryError> {
-        if resp.status().is_success() {
+    fn check(&self, resp: net::Answer, what: &str) -> Result<net::Answer, RegistryError> {
+        if resp.status.is_success() {
             Ok(resp)
         } else {
-            Err(self.status_error(resp.status(), what))
+            Err(self.status_error(resp.status, what))
         }
+    }
+
+    /// What to send after a 401 with these challenges: a token from a Bearer realm, the
+    /// credentials on a Basic challenge (only with credentials to send), or nothing that
+    /// would help (`None`).
+    fn answer_challenge(&self, challenges: &[String]) -> Result<Option<Auth>, RegistryError> {
+        let parsed: Vec<(String, &str)> = challenges
+            .iter()
+            .map(|c| {
+                let c = c.trim();
+                match c.split_once(' ') {
+                    Some((scheme, params)) => (scheme.to_ascii_lowercase(), params),
+                    None => (c.to_ascii_lowercase(), ""),
+                }
+            })
+            .collect();
+        if let Some((_, params)) = parsed.iter().find(|(s, _)| s == "bearer") {
+            return Ok(self.fetch_token(params)?.map(Auth::Bearer));
+        }
+        let basic = parsed.iter().any(|(s, _)| s == "basic");
+        let has_password = self.creds.as_ref().is_some_and(|c| c.identity_token().is_none());
+        Ok((basic && has_password).then_some(Auth::Basic))
     }
 
     /// The Bearer token flow (`WWW-Authenticate: Bearer realm=...,service=...,scope=...`).
-    fn fetch_token(&self, challenge: &str) -> Result<Option<String>, RegistryError> {
-        let Some(params) = challenge.strip_prefix("Bearer ") else {
-            return Ok(None);
-        };
+    fn fetch_token(&self, params: &str) -> Result<Option<String>, RegistryError> {
         let mut realm = None;
         let mut query: Vec<(String, String)> = Vec::new();
         for part in split_params(params) {
             if let Some((k, v)) = part.split_once('=') {
-                let v = v.trim_matches('"').to_string();
+                let v = v.trim().trim_matches('"').to_string();
                 match k.trim() {
                     "realm" => realm = Some(v),
                     key => query.push((key.to_string(), v)),
@@ -268,6 +486,26 @@ impl Registry {
             }
         }
         let Some(realm) = realm else { return Ok(None) };
+        let realm_url = reqwest::Url::parse(&realm)
+            .ok()
+            .filter(|u| matches!(u.scheme(), "http" | "https") && u.host_str().is_some())
+            .ok_or_else(|| {
+                self.format(
+                    "challenge",
+                    format!(
+                        "its realm `{}` is not an http(s) URL",
+                        crate::text::excerpt(&realm)
+                    ),
+                )
+            })?;
+        let clear_text = realm_url.scheme() == "http" && !plain_http(&url_host(&realm_url), &self.insecure);
+        if clear_text && self.creds.is_some() {
+            return Err(RegistryError::PlainRealm {
+                registry: self.host.clone(),
+                realm: crate::text::excerpt(&realm),
+            });
+        }
+        let peer = format!("the token service at {}", url_host(&realm_url));
         let req = match self.creds.as_ref().map(|c| (c, c.identity_token())) {
             // The distribution token spec's OAuth2 form: an identity token is a refresh
             // token, exchanged by POST; `scope` is space-separated there.
@@ -286,20 +524,21 @@ impl Registry {
                 if !scopes.is_empty() {
                     form.push(("scope".into(), scopes.join(" ")));
                 }
-                self.http.post(&realm).form(&form)
+                self.token_http.post(realm_url).form(&form)
             }
             Some((c, None)) => self
-                .http
-                .get(&realm)
+                .token_http
+                .get(realm_url)
                 .query(&query)
                 .basic_auth(&c.username, Some(c.password())),
-            None => self.http.get(&realm).query(&query),
+            None => self.token_http.get(realm_url).query(&query),
         };
-        let resp = req.send().map_err(|e| self.unreachable(&e))?;
-        if !resp.status().is_success() {
-            return Err(self.status_error(resp.status(), "a token"));
+        let during = format!("a token for the registry at {}", self.host);
+        let resp = net::send(req, &self.deadline, &peer, &during)?;
+        if !resp.status.is_success() {
+            return Err(self.status_error(resp.status, "a token"));
         }
-        let bytes = resp.bytes().map_err(|e| self.unreachable(&e))?;
+        let bytes = resp.bytes(Cap::at_most(TOKEN_CAP, "a token service's answer"))?;
         let body: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| RegistryError::Format {
             registry: self.host.clone(),
             what: "token".into(),
@@ -309,6 +548,7 @@ impl Registry {
             .get("token")
             .or_else(|| body.get("access_token"))
             .and_then(|t| t.as_str())
+            .filter(|t| !t.is_empty())
             .map(str::to_string))
     }
 
@@ -362,7 +602,7 @@ impl Registry {
             return Err(RegistryError::Platform {
                 what,
                 platform: format!("{}/{}", platform.0, platform.1),
-                available: available.join(", "),
+                available: crate::text::excerpt(&available.join(", ")),
             });
         };
         let (body, digest, _) = self.manifest_bytes(repo, &chosen.digest, &what)?;
@@ -373,7 +613,7 @@ impl Registry {
         RegistryError::Format {
             registry: self.host.clone(),
             what: what.into(),
-            reason,
+            reason: crate::text::excerpt(&reason),
         }
     }
 
@@ -387,23 +627,20 @@ impl Registry {
         let resp = self.get(
             &format!("{repo}/manifests/{reference}"),
             Some(MANIFEST_TYPES),
-            what,
+            &format!("the manifest of {what}"),
         )?;
         let media = resp
-            .headers()
+            .headers
             .get("content-type")
             .and_then(|h| h.to_str().ok())
             .unwrap_or("")
             .to_string();
         let announced = resp
-            .headers()
+            .headers
             .get("docker-content-digest")
             .and_then(|h| h.to_str().ok())
             .map(str::to_string);
-        let body = resp.bytes().map_err(|e| self.unreachable(&e))?.to_vec();
-        if body.len() > 4 << 20 {
-            return Err(self.format("manifest", "larger than 4 MiB".into()));
-        }
+        let body = resp.bytes(Cap::at_most(MANIFEST_CAP, "a manifest"))?;
         let actual = format!("sha256:{:x}", Sha256::digest(&body));
         let expected = if reference.starts_with("sha256:") {
             Some(reference.to_string())
@@ -414,7 +651,7 @@ impl Registry {
             if e != actual {
                 return Err(RegistryError::Digest {
                     what: format!("the manifest of {what}"),
-                    expected: e,
+                    expected: crate::text::excerpt(&e),
                     actual,
                 });
             }
@@ -422,12 +659,59 @@ impl Registry {
         Ok((body, actual, media))
     }
 
-    /// A blob as a stream; reading it to the end checks its digest (an error at EOF on
-    /// mismatch), so no byte of a tampered blob is trusted silently.
-    pub fn blob(&self, repo: &str, desc: &Descriptor) -> Result<VerifyingReader<Response>, RegistryError> {
+    /// A blob as a stream of exactly the size its descriptor declares (a `Content-Length`
+    /// or a body that says otherwise is refused); reading it to the end checks its digest
+    /// (an error at EOF on mismatch), so no byte of a tampered blob is trusted silently.
+    pub fn blob(&self, repo: &str, desc: &Descriptor) -> Result<VerifyingReader<Body>, RegistryError> {
         let what = format!("blob {} of {repo}", desc.digest);
         let resp = self.get(&format!("{repo}/blobs/{}", desc.digest), None, &what)?;
-        Ok(VerifyingReader::new(resp, &desc.digest, what))
+        let body = resp.body(Cap::exactly(desc.size, "its descriptor declares"))?;
+        Ok(VerifyingReader::new(body, &desc.digest, what))
+    }
+}
+
+/// The sizes the manifest of `image` declares for its layers (by digest), for the daemon's
+/// `platform`, read by gpuenv's own client under `deadline`: what [`crate::docker::pull`]
+/// holds each layer's download to.
+///
+/// `Ok(None)` when the manifest cannot be had from here although the daemon may have it
+/// (no connection: the daemon may pull through a mirror or a proxy; a status the daemon
+/// will report itself, with its own words; a document this client does not read, such
+/// as a schema 1 manifest; a token service refused credentials in clear text): the pull
+/// is then held to the sizes the registry announces to the daemon. An error when the
+/// registry answered but was too slow, sent too much or too little, or lied about a
+/// digest: the daemon would get the same.
+pub fn declared_sizes(
+    image: &crate::docker::Reference,
+    creds: Option<Credentials>,
+    deadline: &Deadline,
+    insecure: &[String],
+    platform: (&str, &str),
+) -> Result<Option<std::collections::BTreeMap<String, u64>>, RegistryError> {
+    let host = image.registry_host();
+    let hub = matches!(host, "docker.io" | "index.docker.io");
+    let repo = if hub && !image.repository.contains('/') {
+        format!("library/{}", image.repository)
+    } else {
+        image.repository.clone()
+    };
+    let reference = match (&image.digest, image.tag_or_latest()) {
+        (Some(d), _) => d.clone(),
+        (None, Some(t)) => t.to_string(),
+        (None, None) => "latest".to_string(),
+    };
+    let reg = Registry::new(host, creds, deadline.clone(), insecure)?;
+    match reg.manifest(&repo, &reference, platform) {
+        Ok((m, _)) => Ok(Some(m.layers.into_iter().map(|d| (d.digest, d.size)).collect())),
+        Err(RegistryError::Net(NetError::Unreachable { .. }))
+        | Err(RegistryError::Unreachable { .. })
+        | Err(RegistryError::Denied { .. })
+        | Err(RegistryError::NotFound { .. })
+        | Err(RegistryError::Server { .. })
+        | Err(RegistryError::Format { .. })
+        | Err(RegistryError::Platform { .. })
+        | Err(RegistryError::PlainRealm { .. }) => Ok(None),
+        Err(e @ (RegistryError::Net(_) | RegistryError::Digest { .. })) => Err(e),
     }
 }
 
@@ -529,6 +813,47 @@ mod tests {
                 .starts_with("digest mismatch for blob y: expected sha256:00"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn plain_http_only_where_docker_would_use_it() {
+        let none: Vec<String> = Vec::new();
+        for host in [
+            "127.0.0.1:5555",
+            "127.0.0.1",
+            "127.200.3.4:80",
+            "[::1]:5000",
+            "::1",
+            "localhost",
+            "localhost:5000",
+            "LOCALHOST:5000",
+        ] {
+            assert!(plain_http(host, &none), "{host}");
+        }
+        for host in [
+            "localhost.attacker.example",
+            "localhost.attacker.example:5000",
+            "127.0.0.1.attacker.example",
+            "128.0.0.1:5000",
+            "10.0.0.1:5000",
+            "[::2]:5000",
+            "mylocalhost:5000",
+            "nvcr.io",
+        ] {
+            assert!(!plain_http(host, &none), "{host}");
+        }
+        let listed = vec!["reg.lan".to_string(), "10.0.0.1:5000".to_string()];
+        assert!(
+            plain_http("reg.lan:5000", &listed),
+            "an entry without a port covers its ports"
+        );
+        assert!(plain_http("reg.lan", &listed));
+        assert!(plain_http("10.0.0.1:5000", &listed));
+        assert!(
+            !plain_http("10.0.0.1:5001", &listed),
+            "an entry with a port covers that port"
+        );
+        assert!(!plain_http("reg.lan.attacker.example", &listed));
     }
 
     #[test]

@@ -1,4 +1,6 @@
-//! The one HTTP client of gpuenv: blocking reqwest with timeouts, optional recording.
+//! The HTTP client of `db refresh`: blocking reqwest sent through [`crate::net`] (every
+//! request and every read under one [`Deadline`], every answer read up to
+//! [`DOCUMENT_CAP`]), optional recording.
 //!
 //! Recording (`gpuenv db refresh --record DIR`) saves every successful response under
 //! `DIR/<host>/<path>` so that tests can serve the same bytes from a loopback server. Absolute
@@ -11,6 +13,12 @@ use std::time::Duration;
 use reqwest::Url;
 
 use super::UpstreamError;
+use crate::deadline::Deadline;
+use crate::net::{self, Cap};
+
+/// The most bytes of one upstream answer (a PEP 691 project page, a PEP 658 metadata
+/// file, an index page). PyPI's page of torch, the largest read, is a few MiB.
+pub const DOCUMENT_CAP: u64 = 32 << 20;
 
 /// A successful response or a 404 (which APIs use to say "no such thing").
 #[derive(Debug)]
@@ -25,21 +33,32 @@ pub enum Fetched {
 pub struct Client {
     http: reqwest::blocking::Client,
     record: Option<PathBuf>,
+    deadline: Deadline,
 }
 
 impl Client {
-    /// A client with connect and read timeouts; `record` saves responses there.
+    /// A client whose whole work ends within `timeout` from now; `record` saves responses
+    /// there.
     pub fn new(record: Option<PathBuf>, timeout: Duration) -> Result<Client, UpstreamError> {
+        Client::with_deadline(record, Deadline::new(timeout, true))
+    }
+
+    /// A client whose every request, and every read of an answer, ends by `deadline`.
+    pub fn with_deadline(record: Option<PathBuf>, deadline: Deadline) -> Result<Client, UpstreamError> {
         let http = reqwest::blocking::Client::builder()
-            .connect_timeout(timeout)
-            .timeout(timeout)
+            .connect_timeout(deadline.wait())
+            .timeout(None)
             .user_agent(concat!("gpuenv/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| UpstreamError::Network {
                 url: String::new(),
                 reason: format!("cannot set up HTTP: {e}"),
             })?;
-        Ok(Client { http, record })
+        Ok(Client {
+            http,
+            record,
+            deadline,
+        })
     }
 
     /// GETs `url`, with an `Accept` header when given.
@@ -52,43 +71,34 @@ impl Client {
         if let Some(a) = accept {
             req = req.header(reqwest::header::ACCEPT, a);
         }
-        let resp = req.send().map_err(|e| net(describe(&e)))?;
-        let status = resp.status();
+        let host = match (url.host_str(), url.port()) {
+            (Some(h), Some(p)) => format!("{h}:{p}"),
+            (Some(h), None) => h.to_string(),
+            (None, _) => "?".to_string(),
+        };
+        let peer = format!("upstream at {}", crate::text::excerpt(&host));
+        // The URL leads the message (`cannot fetch URL: ...`); the rest names the limit.
+        let failed = |e: net::NetError| net(e.to_string());
+        let resp = net::send(req, &self.deadline, &peer, "the answer").map_err(failed)?;
+        let status = resp.status;
         if status == reqwest::StatusCode::NOT_FOUND {
             return Ok(Fetched::NotFound);
         }
         if !status.is_success() {
             return Err(net(format!("HTTP {status}")));
         }
-        let body = resp
-            .text()
-            .map_err(|e| net(format!("reading the body failed: {}", describe(&e))))?;
+        let bytes = resp
+            .bytes(Cap::at_most(DOCUMENT_CAP, "an upstream document"))
+            .map_err(failed)?;
+        let body = String::from_utf8(bytes).map_err(|_| UpstreamError::Format {
+            url: url.to_string(),
+            reason: "the answer is not UTF-8 text".into(),
+        })?;
         if let Some(dir) = &self.record {
             save(dir, url, &body)?;
         }
         Ok(Fetched::Body(body))
     }
-}
-
-/// reqwest's error chain in one line ("connection failed: ...: connection refused").
-pub(crate) fn describe(e: &reqwest::Error) -> String {
-    let mut s = if e.is_timeout() {
-        "timed out".to_string()
-    } else if e.is_connect() {
-        "connection failed".to_string()
-    } else {
-        e.to_string()
-    };
-    let mut src = std::error::Error::source(e);
-    while let Some(inner) = src {
-        let text = inner.to_string();
-        if !s.contains(&text) {
-            s.push_str(": ");
-            s.push_str(&text);
-        }
-        src = inner.source();
-    }
-    s
 }
 
 /// Where a recorded response of `url` lives below `dir`.

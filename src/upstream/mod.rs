@@ -1,6 +1,6 @@
 //! What upstream publishes, and `gpuenv db refresh`: proposals for the database.
 //!
-//! Owns: the HTTP client (reqwest), the readers of PyPI's JSON simple API and wheel
+//! Owns: the HTTP client of the refresh (reqwest, through [`crate::net`]), the readers of PyPI's JSON simple API and wheel
 //! metadata (PEP 658), the PyTorch wheel index, and turning what they say into proposed
 //! records. Must not: write into `compat-db/` (proposals go to a directory a curator
 //! reviews), decide compatibility, or print (the summary is data for `report`).
@@ -15,7 +15,8 @@ pub use refresh::{Change, Proposal, RefreshOptions, Summary, compare_torch, refr
 /// Why reading upstream failed.
 #[derive(Debug, thiserror::Error)]
 pub enum UpstreamError {
-    /// The network failed: no connection, a timeout, a server error.
+    /// The network failed: no connection, a server too slow (the deadline) or sending too
+    /// much (the cap), a server error.
     #[error("cannot fetch `{url}`: {reason}")]
     Network {
         /// What was asked for.

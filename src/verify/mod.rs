@@ -17,11 +17,11 @@
 pub mod paths;
 
 use std::io::Read;
-use std::time::Duration;
 
 use serde::Serialize;
 
 use crate::db::{Db, ImageFamily};
+use crate::deadline::Deadline;
 use crate::docker::{self, Engine};
 use crate::host::HostReport;
 use crate::image::claims::ClaimCheck;
@@ -79,11 +79,16 @@ pub struct Origin {
 /// Reads an image from its source.
 ///
 /// A local image is read by paths (see [`paths`]) unless `full`, or unless what those
-/// paths show calls for every layer; every other source is read layer by layer.
+/// paths show calls for every layer; every other source is read layer by layer. A
+/// registry is read under `deadline` (every request and every read of a body; a
+/// credential helper gets at most [`docker::auth::HELPER_TIMEOUT`] of it), with plain
+/// HTTP only where [`crate::registry::plain_http`] allows it (`insecure`: the hosts the
+/// user listed); the daemon is connected to within the deadline's idle limit.
 pub fn read(
     reference: &ImageRef,
     given: &str,
-    timeout: Duration,
+    deadline: &Deadline,
+    insecure: &[String],
     full: bool,
 ) -> Result<(archive::Image, Origin), VerifyError> {
     let mut paths_asked = None;
@@ -116,7 +121,7 @@ pub fn read(
             (archive::read_oci_dir(path, &opts)?, "oci")
         }
         ImageRef::Daemon(name) => 'daemon: {
-            let engine = docker::Bollard::connect(timeout)?;
+            let engine = docker::Bollard::connect(deadline.wait())?;
             if !full {
                 match paths::read(&engine, name)? {
                     paths::Outcome::Read(image, asked) => {
@@ -141,32 +146,7 @@ pub fn read(
             }
             (image, "daemon")
         }
-        ImageRef::Registry(r) => {
-            let creds = docker::auth::lookup(&r.registry, &|k| std::env::var(k).ok()).map_err(|e| {
-                if e.is_environment() {
-                    VerifyError::Environment(e.to_string())
-                } else {
-                    VerifyError::Input(e.to_string())
-                }
-            })?;
-            let reg = Registry::new(&r.registry, creds, timeout)?;
-            let reference = match &r.reference {
-                crate::image::reference::Reference::Tag(t) => t.clone(),
-                crate::image::reference::Reference::Digest(d) => d.as_str().to_string(),
-            };
-            let (top, digest) = reg.manifest_document(&r.repository, &reference, ("linux", "amd64"))?;
-            let source = RegistryBlobs {
-                reg: &reg,
-                repo: &r.repository,
-            };
-            let mut image = archive::read_from_blobs(&source, &top, &opts, &detect::select)?;
-            image.manifest_digest = crate::image::digest::Digest::parse(&digest, "the manifest").ok();
-            image.names.push(match r.tag() {
-                Some(tag) => format!("{}:{tag}", r.familiar_name()),
-                None => r.familiar_name(),
-            });
-            (image, "registry")
-        }
+        ImageRef::Registry(r) => (read_registry(r, deadline, insecure, &opts)?, "registry"),
     };
     let origin = Origin {
         transport,
@@ -180,7 +160,54 @@ pub fn read(
     Ok((image, origin))
 }
 
+/// An image from a registry (`docker://`). Every error that reaches the user has the
+/// credentials scrubbed from it (and every base64 form of them), whatever a server echoed.
+fn read_registry(
+    r: &crate::image::reference::RegistryRef,
+    deadline: &Deadline,
+    insecure: &[String],
+    opts: &ReadOptions,
+) -> Result<archive::Image, VerifyError> {
+    let helper_time = docker::auth::HELPER_TIMEOUT.min(deadline.remaining());
+    let creds =
+        docker::auth::lookup_within(&r.registry, &|k| std::env::var(k).ok(), helper_time).map_err(|e| {
+            if e.is_environment() {
+                VerifyError::Environment(e.to_string())
+            } else {
+                VerifyError::Input(e.to_string())
+            }
+        })?;
+    let scrub = |e: VerifyError| match &creds {
+        None => e,
+        Some(c) => match e {
+            VerifyError::Input(m) => VerifyError::Input(c.redact(&m)),
+            other => VerifyError::Environment(c.redact(&other.to_string())),
+        },
+    };
+    let read = || -> Result<archive::Image, VerifyError> {
+        let reg = Registry::new(&r.registry, creds.clone(), deadline.clone(), insecure)?;
+        let reference = match &r.reference {
+            crate::image::reference::Reference::Tag(t) => t.clone(),
+            crate::image::reference::Reference::Digest(d) => d.as_str().to_string(),
+        };
+        let (top, digest) = reg.manifest_document(&r.repository, &reference, ("linux", "amd64"))?;
+        let source = RegistryBlobs {
+            reg: &reg,
+            repo: &r.repository,
+        };
+        let mut image = archive::read_from_blobs(&source, &top, opts, &detect::select)?;
+        image.manifest_digest = crate::image::digest::Digest::parse(&digest, "the manifest").ok();
+        image.names.push(match r.tag() {
+            Some(tag) => format!("{}:{tag}", r.familiar_name()),
+            None => r.familiar_name(),
+        });
+        Ok(image)
+    };
+    read().map_err(scrub)
+}
+
 /// Blobs of one repository of a registry, for the image reader (which verifies them).
+/// Each is read up to exactly the size its descriptor declares (the reader passes it).
 struct RegistryBlobs<'a> {
     reg: &'a Registry,
     repo: &'a str,
@@ -204,10 +231,13 @@ impl archive::BlobSource for RegistryBlobs<'_> {
             size,
             platform: None,
         };
-        let reader = self
-            .reg
-            .blob(self.repo, &desc)
-            .map_err(|e| ImageError::Missing(e.to_string()))?;
+        let reader = self.reg.blob(self.repo, &desc).map_err(|e| match e {
+            RegistryError::Net(n) => ImageError::Io {
+                what: format!("blob {digest}"),
+                source: n.into_io(),
+            },
+            other => ImageError::Missing(other.to_string()),
+        })?;
         Ok(Box::new(reader))
     }
 }

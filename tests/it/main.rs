@@ -8,6 +8,8 @@ mod db;
 mod doctor;
 mod extensions;
 mod files;
+mod hostile;
+mod hostile_net;
 mod image;
 mod image_build;
 mod processes;
