@@ -386,8 +386,18 @@ fn read(item: Item, raw: &Raw<'_>) -> Result<Value, String> {
             if n.fract() != 0.0 {
                 return Err(format!("{raw} is not a whole number"));
             }
-            if n > f64::from(u32::MAX) {
-                return Err(format!("{raw} is too large"));
+            // GPUs are counted per machine, as everywhere gpuenv reads a GPU count.
+            let max = if item == Item::Gpus {
+                crate::model::MAX_GPU_COUNT
+            } else {
+                u32::MAX
+            };
+            if n > f64::from(max) {
+                return Err(if item == Item::Gpus {
+                    format!("{raw} GPUs is more than the {max} one machine can hold")
+                } else {
+                    format!("{raw} is too large")
+                });
             }
             Ok(Value::Count(n as u32))
         }
@@ -595,6 +605,12 @@ mod tests {
         let lines: Vec<&str> = e.problems.iter().map(String::as_str).collect();
         assert_eq!(lines.len(), 8, "{lines:#?}");
         assert!(lines[0].starts_with("order `o.toml` line 1, key `gpus`: `0` is zero; expected a whole number of GPUs above 0 (`gpus = 8`)"), "{}", lines[0]);
+        let e = parse_order("o.toml", "gpus = 99999999\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("more than the 1024 one machine can hold"), "{e}");
+        let e = flag(Item::Gpus, "2000").unwrap_err();
+        assert!(e.contains("more than the 1024"), "{e}");
         assert!(
             lines[1].starts_with("order `o.toml` line 2, key `cpus`: `-4` is negative;"),
             "{}",
@@ -634,7 +650,11 @@ mod tests {
             ("gpus = 8.5", "`8.5` is not a whole number"),
             ("gpus = \"eight\"", "`\"eight\"` is not a number"),
             ("gpus = \"8x\"", "`\"8x\"` is not a whole number"),
-            ("gpus = 99999999999", "`99999999999` is too large"),
+            (
+                "gpus = 99999999999",
+                "`99999999999` GPUs is more than the 1024 one machine can hold",
+            ),
+            ("cpus = 99999999999", "`99999999999` is too large"),
             ("cpus = true", "found a boolean"),
             ("memory = \"-1TB\"", "`\"-1TB\"` is negative"),
             ("memory = \"1,024\"", "`\"1,024\"` is not a number"),
