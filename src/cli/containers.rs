@@ -226,13 +226,11 @@ fn write_atomically(path: &Path, data: &[u8], force: bool) -> Result<(), CliErro
     })
 }
 
-/// Progress to stderr; a broken stderr must not fail the build, so its errors are dropped.
-fn progress_to_stderr() -> impl FnMut(docker::Progress) {
-    let mut lines = report::ProgressLines::new();
-    move |p| {
-        let mut err = io::stderr().lock();
-        let _ = lines.event(&mut err, &p);
-    }
+/// The engine's progress on stderr: bars on a terminal (none under --json), else the
+/// plain lines. A broken stderr must not fail the work: its errors are dropped.
+fn progress_on_stderr(json: bool) -> report::progress::EngineProgress {
+    use report::progress::{EngineProgress, Mode};
+    EngineProgress::new(Mode::of_stderr(json), Box::new(io::stderr()))
 }
 
 /// `gpuenv build`.
@@ -288,7 +286,10 @@ pub(super) fn build(db: &Option<PathBuf>, args: &BuildArgs, out: &mut dyn Write)
     ctx.add_file("Dockerfile", plan.dockerfile.text.clone().into_bytes(), 0o644)?;
     let tar = ctx.to_tar()?;
     let engine = Bollard::connect(CONNECT_TIMEOUT)?;
-    let built = docker::build(&engine, tar, &tag, &mut progress_to_stderr())?;
+    let mut shown = progress_on_stderr(args.json);
+    let built = docker::build(&engine, tar, &tag, &mut |p| shown.event(&p));
+    shown.finish();
+    let built = built?;
     report::built(out, &built, &plan.dockerfile, &plan.stack, args.json)?;
     Ok(Exit::Ok)
 }
@@ -392,15 +393,17 @@ pub(super) fn pull(db_dir: &Option<PathBuf>, args: &PullArgs, out: &mut dyn Writ
             None => text,
         })
     })?;
-    let mut show = progress_to_stderr();
+    let mut shown = progress_on_stderr(args.json);
     let pulled = docker::pull(
         &engine,
         &reference,
         creds.as_ref(),
         &deadline,
         &declared,
-        &mut show,
-    )?;
+        &mut |p| shown.event(&p),
+    );
+    shown.finish();
+    let pulled = pulled?;
     report::pulled(out, &pulled, choice, args.json)?;
     Ok(Exit::Ok)
 }

@@ -7,7 +7,7 @@
 use std::io::{self, Write};
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, ColorChoice, CommandFactory, Parser, Subcommand, ValueEnum};
 
 mod containers;
 mod host;
@@ -185,8 +185,56 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "DIR")]
     pub db: Option<PathBuf>,
 
+    /// When to colour the marks (pass, FAIL, warn, ...): `auto` colours a stream that is a
+    /// terminal, unless NO_COLOR is set (CLICOLOR_FORCE colours it anyway); stdout and
+    /// stderr are decided each on its own.
+    #[arg(long, global = true, value_name = "WHEN", default_value = "auto")]
+    color: ColorChoice,
+
     #[command(subcommand)]
     command: Command,
+}
+
+/// Parses the process's arguments. clap prints its own help and usage errors, coloured by
+/// its own rule: `--color` is looked for first, so that `--color never` holds for those
+/// too (an unreadable value is left to the parse, which reports it).
+pub fn parse() -> Result<Cli, clap::Error> {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let mut cmd = Cli::command();
+    if let Some(choice) = color_asked(&args) {
+        cmd = cmd.color(choice);
+    }
+    let mut matches = cmd.try_get_matches_from_mut(args)?;
+    <Cli as clap::FromArgMatches>::from_arg_matches_mut(&mut matches).map_err(|e| e.format(&mut cmd))
+}
+
+/// The last `--color WHEN` or `--color=WHEN` before `--`, when WHEN is a valid choice.
+fn color_asked(args: &[std::ffi::OsString]) -> Option<ColorChoice> {
+    let mut asked = None;
+    let mut words = args.iter().skip(1).map(|a| a.to_str());
+    while let Some(word) = words.next() {
+        let value = match word {
+            Some("--") => break,
+            Some("--color") => words.next().flatten(),
+            Some(w) => w.strip_prefix("--color="),
+            None => None,
+        };
+        if let Some(v) = value.and_then(|v| ColorChoice::from_str(v, false).ok()) {
+            asked = Some(v);
+        }
+    }
+    asked
+}
+
+impl Cli {
+    /// What `--color` asks for, as the terminal writers take it.
+    pub fn color(&self) -> anstream::ColorChoice {
+        match self.color {
+            ColorChoice::Auto => anstream::ColorChoice::Auto,
+            ColorChoice::Always => anstream::ColorChoice::Always,
+            ColorChoice::Never => anstream::ColorChoice::Never,
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -226,6 +274,24 @@ enum Command {
     /// stderr and its digest checked against the registry's. Exit 3 when the registry
     /// refuses or fails.
     Pull(Box<containers::PullArgs>),
+    /// The completion script of a shell, to stdout, generated from these definitions:
+    /// `gpuenv completions bash > ~/.local/share/bash-completion/completions/gpuenv`.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// The manual page (roff), generated from these definitions: gpuenv's to stdout
+    /// (`gpuenv man | man -l -`), or with --out every page, one per command.
+    Man(ManArgs),
+}
+
+#[derive(Debug, Args)]
+struct ManArgs {
+    /// Write gpuenv.1 and a page per command (gpuenv-query.1, gpuenv-db-refresh.1, ...) to
+    /// DIR, created when missing; pages of those names there are replaced (regular files
+    /// only), each atomically.
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -484,10 +550,11 @@ fn open_db(dir: &Option<PathBuf>) -> Result<DbRef, DbError> {
 }
 
 /// Runs a parsed command line, writing its report to `out` (through `report::SafeText`,
-/// so that no text from outside reaches a terminal unmade safe).
-pub fn run(cli: Cli, out: &mut dyn Write) -> Result<Exit, CliError> {
+/// so that no text from outside reaches a terminal unmade safe), its marks coloured when
+/// `styles` (stdout's, which the binary decides from `--color` and the stream) say so.
+pub fn run(cli: Cli, out: &mut dyn Write, styles: report::Styles) -> Result<Exit, CliError> {
     let mut out = report::SafeText::new(out);
-    let result = dispatch(&cli, &mut out);
+    let result = dispatch(&cli, &mut out, styles);
     match result {
         // A reader that went away (`gpuenv ... | head`) is not a failure.
         Err(CliError::Io(e)) if e.kind() == io::ErrorKind::BrokenPipe => Ok(Exit::Ok),
@@ -495,7 +562,7 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> Result<Exit, CliError> {
     }
 }
 
-fn dispatch(cli: &Cli, out: &mut dyn Write) -> Result<Exit, CliError> {
+fn dispatch(cli: &Cli, out: &mut dyn Write, styles: report::Styles) -> Result<Exit, CliError> {
     match &cli.command {
         Command::Db {
             command: DbCommand::Lint { json },
@@ -539,6 +606,7 @@ fn dispatch(cli: &Cli, out: &mut dyn Write) -> Result<Exit, CliError> {
                 json: args.json,
                 all: args.all,
                 limit: args.limit,
+                styles,
             };
             report::query(out, &q, &answer, &opts)?;
             Ok(match answer.verdict {
@@ -567,7 +635,7 @@ fn dispatch(cli: &Cli, out: &mut dyn Write) -> Result<Exit, CliError> {
                     min_free_gb: args.min_free_gb,
                 },
             );
-            report::doctor(out, &db, &host, &checks, args.json)?;
+            report::doctor(out, &db, &host, &checks, args.json, styles)?;
             Ok(
                 if checks.iter().any(|c| c.verdict == crate::judge::Verdict::Fail) {
                     Exit::Findings
@@ -576,11 +644,18 @@ fn dispatch(cli: &Cli, out: &mut dyn Write) -> Result<Exit, CliError> {
                 },
             )
         }
-        Command::Check(args) => check(cli, args, out),
-        Command::Verify(args) => verify(cli, args, out),
+        Command::Check(args) => check(cli, args, out, styles),
+        Command::Verify(args) => verify(cli, args, out, styles),
         Command::Dockerfile(args) => containers::dockerfile(&cli.db, args, out),
         Command::Build(args) => containers::build(&cli.db, args, out),
         Command::Pull(args) => containers::pull(&cli.db, args, out),
+        Command::Completions { shell } => {
+            let mut script = Vec::new();
+            clap_complete::generate(*shell, &mut Cli::command(), "gpuenv", &mut script);
+            report::generated(out, &script)?;
+            Ok(Exit::Ok)
+        }
+        Command::Man(args) => man(args, out),
         Command::Show(args) => {
             let db = open_db(&cli.db)?;
             let found: Found<'_> = db.find(args.kind.into(), &args.name)?;
@@ -595,7 +670,59 @@ fn dispatch(cli: &Cli, out: &mut dyn Write) -> Result<Exit, CliError> {
     }
 }
 
-fn verify(cli: &Cli, args: &VerifyArgs, out: &mut dyn Write) -> Result<Exit, CliError> {
+/// The manual pages, generated from the clap definitions: gpuenv's first, then one per
+/// command and subcommand (`gpuenv-db-refresh.1`), as `(file name, roff)`.
+pub fn man_pages() -> io::Result<Vec<(String, Vec<u8>)>> {
+    fn walk(cmd: &clap::Command, pages: &mut Vec<(String, Vec<u8>)>) -> io::Result<()> {
+        // Every page says which gpuenv it documents (a subcommand has no version of its own).
+        let man = clap_mangen::Man::new(cmd.clone()).source(format!("gpuenv {}", env!("CARGO_PKG_VERSION")));
+        let mut page = Vec::new();
+        man.render(&mut page)?;
+        pages.push((man.get_filename(), page));
+        for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+            walk(sub, pages)?;
+        }
+        Ok(())
+    }
+    // Built first, so that each subcommand carries its full name (`gpuenv-db-refresh`).
+    let mut cmd = Cli::command().disable_help_subcommand(true);
+    cmd.build();
+    let mut pages = Vec::new();
+    walk(&cmd, &mut pages)?;
+    Ok(pages)
+}
+
+/// `gpuenv man`: gpuenv's page to stdout, or every page to `--out DIR`.
+fn man(args: &ManArgs, out: &mut dyn Write) -> Result<Exit, CliError> {
+    let pages = man_pages()?;
+    let Some(dir) = &args.out else {
+        let (_, top) = pages
+            .first()
+            .ok_or_else(|| CliError::Usage("no manual page was made".into()))?;
+        report::generated(out, top)?;
+        return Ok(Exit::Ok);
+    };
+    // The error names the folder itself (`cannot write `DIR``), so std's plain error is enough.
+    std::fs::create_dir_all(dir).map_err(|source| CliError::Write {
+        path: dir.clone(),
+        source,
+    })?;
+    let mut written = Vec::with_capacity(pages.len());
+    for (name, page) in &pages {
+        let path = dir.join(name);
+        crate::files::write_file(&path, page, crate::files::Replace::RegularFile).map_err(write_error)?;
+        written.push(crate::files::shown(&path));
+    }
+    report::written(out, &written)?;
+    Ok(Exit::Ok)
+}
+
+fn verify(
+    cli: &Cli,
+    args: &VerifyArgs,
+    out: &mut dyn Write,
+    styles: report::Styles,
+) -> Result<Exit, CliError> {
     use crate::verify::{Target, VerifyError};
     let total = total_deadline(args.timeout, crate::deadline::IMAGE_DEADLINE)?;
     let insecure = insecure_registries(&args.insecure_registry, &|k| std::env::var(k).ok())?;
@@ -646,23 +773,39 @@ fn verify(cli: &Cli, args: &VerifyArgs, out: &mut dyn Write) -> Result<Exit, Cli
         reference,
         crate::image::ImageRef::Daemon(_) | crate::image::ImageRef::Registry(_)
     );
-    let (image, origin) = crate::verify::read(&reference, &args.image, &deadline, &insecure, args.full)
-        .map_err(|e| match e {
-            VerifyError::Input(m) => CliError::Usage(m),
-            VerifyError::Environment(m) => CliError::Environment(m),
-            // A broken archive the user named is bad input; a broken stream from a daemon or
-            // a registry is the environment failing.
-            VerifyError::Image(e) if file_source && e.is_bad_input() => CliError::Usage(e.to_string()),
-            VerifyError::Image(e) => CliError::Environment(e.to_string()),
-            VerifyError::Docker(e) => CliError::Docker(e),
-            VerifyError::Registry(e) => CliError::Environment(e.to_string()),
-        })?;
+    // Progress while the layers are read, from a registry or an archive (a local image is
+    // read by paths, a few quick requests).
+    let mode = if matches!(reference, crate::image::ImageRef::Daemon(_)) {
+        report::progress::Mode::Quiet
+    } else {
+        report::progress::Mode::of_stderr(args.json)
+    };
+    let shown = report::progress::VerifyProgress::new(mode, &args.image);
+    let read = crate::verify::read(
+        &reference,
+        &args.image,
+        &deadline,
+        &insecure,
+        args.full,
+        &shown.watch(),
+    );
+    shown.finish();
+    let (image, origin) = read.map_err(|e| match e {
+        VerifyError::Input(m) => CliError::Usage(m),
+        VerifyError::Environment(m) => CliError::Environment(m),
+        // A broken archive the user named is bad input; a broken stream from a daemon or
+        // a registry is the environment failing.
+        VerifyError::Image(e) if file_source && e.is_bad_input() => CliError::Usage(e.to_string()),
+        VerifyError::Image(e) => CliError::Environment(e.to_string()),
+        VerifyError::Docker(e) => CliError::Docker(e),
+        VerifyError::Registry(e) => CliError::Environment(e.to_string()),
+    })?;
     let v = crate::verify::judge(&db, &image, origin, expect, !args.no_infer, &target);
-    report::verify(out, &v, args.json)?;
+    report::verify(out, &v, args.json, styles)?;
     Ok(if v.failed { Exit::Findings } else { Exit::Ok })
 }
 
-fn check(cli: &Cli, args: &CheckArgs, out: &mut dyn Write) -> Result<Exit, CliError> {
+fn check(cli: &Cli, args: &CheckArgs, out: &mut dyn Write, styles: report::Styles) -> Result<Exit, CliError> {
     let db = open_db(&cli.db)?;
     let mut expect = match &args.order {
         Some(path) => {
@@ -731,6 +874,7 @@ fn check(cli: &Cli, args: &CheckArgs, out: &mut dyn Write) -> Result<Exit, CliEr
         json: args.json,
         all: false,
         limit: args.limit,
+        styles,
     };
     report::check(out, &q, &answer, &opts, &acceptance, &host.overrides)?;
     let accepted = acceptance.iter().all(|a| a.pass);
@@ -829,7 +973,12 @@ fn refresh(cli: &Cli, args: &RefreshArgs, out: &mut dyn Write) -> Result<Exit, C
     let db = open_db(&cli.db)?;
     let deadline = crate::deadline::Deadline::new(total, args.timeout.is_some());
     let client = upstream::Client::with_deadline(args.record.clone(), deadline)?;
-    let summary = upstream::refresh(&client, &db, &opts, Some(&args.out))?;
+    let mut shown = report::progress::RefreshProgress::new(report::progress::Mode::of_stderr(args.json));
+    let summary = upstream::refresh_told(&client, &db, &opts, Some(&args.out), &mut |step| {
+        shown.step(&step)
+    });
+    shown.finish();
+    let summary = summary?;
     report::refresh(out, &summary, args.json)?;
     Ok(Exit::Ok)
 }
@@ -893,6 +1042,56 @@ fn names(db: &Db, kind: Kind) -> Vec<(String, String)> {
 #[cfg(test)]
 mod tests {
     use clap::CommandFactory;
+
+    /// `--color` is found before the parse, for clap's own help and errors; a value that is
+    /// not a choice, or one after `--`, is left to the parse.
+    #[test]
+    fn the_color_asked_is_found_before_the_parse() {
+        use clap::ColorChoice;
+        let asked = |args: &[&str]| {
+            let args: Vec<std::ffi::OsString> = args.iter().map(Into::into).collect();
+            super::color_asked(&args)
+        };
+        assert_eq!(
+            asked(&["gpuenv", "--color", "never", "query"]),
+            Some(ColorChoice::Never)
+        );
+        assert_eq!(
+            asked(&["gpuenv", "query", "--color=always"]),
+            Some(ColorChoice::Always)
+        );
+        assert_eq!(
+            asked(&["gpuenv", "--color=always", "--color", "never"]),
+            Some(ColorChoice::Never)
+        );
+        assert_eq!(asked(&["gpuenv", "--color", "sometimes"]), None);
+        assert_eq!(asked(&["gpuenv", "--", "--color", "never"]), None);
+        assert_eq!(asked(&["gpuenv", "query"]), None);
+    }
+
+    /// The manual has a page per command, each titled with the command's full name.
+    #[test]
+    fn a_man_page_per_command() {
+        let pages = super::man_pages().unwrap();
+        let names: Vec<&str> = pages.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names[0], "gpuenv.1");
+        for page in [
+            "gpuenv-query.1",
+            "gpuenv-db.1",
+            "gpuenv-db-refresh.1",
+            "gpuenv-man.1",
+        ] {
+            assert!(names.contains(&page), "{names:?}");
+        }
+        assert!(!names.iter().any(|n| n.contains("help")), "{names:?}");
+        let (_, refresh) = pages.iter().find(|(n, _)| n == "gpuenv-db-refresh.1").unwrap();
+        let refresh = String::from_utf8_lossy(refresh);
+        let title = format!(
+            "\n.TH gpuenv-db-refresh 1  \"gpuenv {}\"",
+            env!("CARGO_PKG_VERSION")
+        );
+        assert!(refresh.contains(&title), "{refresh}");
+    }
 
     /// clap checks its definitions (unique names, valid defaults) only when a command is
     /// built: build them all here rather than at a user's first run of a subcommand.

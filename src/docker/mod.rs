@@ -588,7 +588,7 @@ impl Made {
 }
 
 /// `Step 3/12 : RUN x` (the classic builder's step header) → `("3/12", 12, "RUN x")`.
-fn step_header(line: &str) -> Option<(&str, u32, &str)> {
+pub fn step_header(line: &str) -> Option<(&str, u32, &str)> {
     let rest = line.strip_prefix("Step ")?;
     let (frac, instruction) = rest.split_once(" : ")?;
     let (n, total) = frac.split_once('/')?;

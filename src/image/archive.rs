@@ -97,6 +97,78 @@ pub struct ReadOptions {
     /// Which image of an archive holding several: a repo tag (`pytorch/pytorch:2.4.0-...`)
     /// or an OCI `org.opencontainers.image.ref.name`.
     pub name: Option<String>,
+    /// Who is told how the reading of layers goes (none by default).
+    pub progress: Watch,
+}
+
+/// What a reader tells while it reads an image's layers, for a progress display. Layers
+/// are read on several threads at once, so every call may come from any of them.
+pub trait ReadProgress: Send + Sync {
+    /// The layers about to be read: how many, and their size in all as stored.
+    fn layers(&self, count: usize, bytes: u64);
+    /// `n` more bytes of a layer were read, as stored (compressed).
+    fn read(&self, n: u64);
+    /// One more layer was read and verified.
+    fn layer_done(&self);
+}
+
+/// The [`ReadProgress`] a read reports to, if any. Followed where the layers to read are
+/// known before they are read: an archive file, an OCI directory, a registry (a stream,
+/// such as the daemon's export, is read in one pass and tells nothing).
+#[derive(Clone, Default)]
+pub struct Watch(Option<std::sync::Arc<dyn ReadProgress>>);
+
+impl std::fmt::Debug for Watch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Watch(on)"
+        } else {
+            "Watch(none)"
+        })
+    }
+}
+
+impl Watch {
+    /// Reports to `to`.
+    pub fn new(to: std::sync::Arc<dyn ReadProgress>) -> Watch {
+        Watch(Some(to))
+    }
+
+    fn layers(&self, count: usize, bytes: u64) {
+        if let Some(p) = &self.0 {
+            p.layers(count, bytes);
+        }
+    }
+
+    fn layer_done(&self) {
+        if let Some(p) = &self.0 {
+            p.layer_done();
+        }
+    }
+
+    /// `inner`, telling each read's bytes.
+    fn counted<R: Read>(&self, inner: R) -> Counted<'_, R> {
+        Counted {
+            inner,
+            to: self.0.as_deref(),
+        }
+    }
+}
+
+/// A reader that tells a [`ReadProgress`] how many bytes went through it.
+struct Counted<'a, R> {
+    inner: R,
+    to: Option<&'a dyn ReadProgress>,
+}
+
+impl<R: Read> Read for Counted<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        if let Some(p) = self.to {
+            p.read(n as u64);
+        }
+        Ok(n)
+    }
 }
 
 /// The layout an archive was in.
@@ -535,6 +607,8 @@ struct Members {
     aliases: HashMap<String, String>,
     /// Layers not read in the pass (an archive file): where they lie.
     spans: HashMap<String, Span>,
+    /// Who is told how reading the layers of an archive file goes.
+    watch: Watch,
 }
 
 impl Members {
@@ -556,6 +630,7 @@ impl Members {
         select: &dyn Select,
         file: Option<&File>,
     ) -> Result<Image, ImageError> {
+        self.watch = opts.progress.clone();
         if self.docs.contains_key("manifest.json") {
             return self.resolve_docker(opts, budget, select, file);
         }
@@ -593,6 +668,8 @@ impl Members {
                 }
             }
             let shared: &Budget = budget;
+            let watch = &self.watch;
+            watch.layers(todo.len(), todo.iter().map(|(_, _, span)| span.size).sum());
             let read = in_order(&todo, threads(), |(_, real, span)| {
                 let member = At {
                     file,
@@ -600,14 +677,17 @@ impl Members {
                     end: span.offset + span.size,
                 };
                 let l = layer::read_layer(
-                    std::io::BufReader::with_capacity(READ_BUFFER, member),
+                    std::io::BufReader::with_capacity(READ_BUFFER, watch.counted(member)),
                     select,
                     &mut shared.clone(),
                 )
                 .map_err(|e| e.within(format!("layer `{real}`")))?;
                 match blob_digest_of(real) {
                     Some(d) if d != l.blob_digest => Err(mismatch(real, &d, &l.blob_digest)),
-                    _ => Ok(l),
+                    _ => {
+                        watch.layer_done();
+                        Ok(l)
+                    }
                 }
             })
             .map_err(|(j, e)| (todo[j].0, e))?;
@@ -885,6 +965,7 @@ impl Store for MemberStore<'_> {
 struct SourceStore<'a> {
     source: &'a dyn BlobSource,
     select: &'a dyn Select,
+    watch: &'a Watch,
 }
 
 /// A blob read as exactly its declared size: never past it (nothing beyond is taken in), and
@@ -970,11 +1051,12 @@ impl Store for SourceStore<'_> {
         wanted: &[Descriptor],
         budget: &mut Budget,
     ) -> Result<Vec<Layer>, (usize, ImageError)> {
-        let (source, select, shared): (&dyn BlobSource, &dyn Select, &Budget) =
-            (self.source, self.select, budget);
+        let (source, select, shared, watch): (&dyn BlobSource, &dyn Select, &Budget, &Watch) =
+            (self.source, self.select, budget, self.watch);
+        watch.layers(wanted.len(), wanted.iter().map(|d| d.size).sum());
         in_order(wanted, source.parallelism(), |d| {
             let digest = &d.digest;
-            let reader = Exactly::new(source.open(digest, d.size)?, d.size);
+            let reader = Exactly::new(watch.counted(source.open(digest, d.size)?), d.size);
             let l = layer::read_layer(reader, select, &mut shared.clone())?;
             if &l.blob_digest != digest {
                 return Err(mismatch(
@@ -983,6 +1065,7 @@ impl Store for SourceStore<'_> {
                     &l.blob_digest,
                 ));
             }
+            watch.layer_done();
             Ok(l)
         })
     }
@@ -1267,7 +1350,11 @@ pub fn read_from_blobs(
     select: &dyn Select,
 ) -> Result<Image, ImageError> {
     let mut budget = Budget::new(opts.limits);
-    let mut store = SourceStore { source, select };
+    let mut store = SourceStore {
+        source,
+        select,
+        watch: &opts.progress,
+    };
     resolve_oci(&mut store, top, "the index", opts, &mut budget, Layout::Oci)
 }
 
@@ -1323,6 +1410,7 @@ pub fn read_oci_dir(dir: &Path, opts: &ReadOptions) -> Result<Image, ImageError>
     let mut store = SourceStore {
         source: &source,
         select: &detect::select,
+        watch: &opts.progress,
     };
     resolve_oci(&mut store, &bytes, "index.json", opts, &mut budget, Layout::Oci)
 }

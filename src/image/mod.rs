@@ -47,7 +47,7 @@ pub mod tar;
 #[cfg(test)]
 mod proptests;
 
-pub use archive::{Image, ReadOptions, read_archive, read_oci_dir};
+pub use archive::{Image, ReadOptions, ReadProgress, Watch, read_archive, read_oci_dir};
 pub use claims::{Claims, parse_expect};
 pub use detect::{ImageFacts, detect};
 pub use error::ImageError;

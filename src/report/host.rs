@@ -4,7 +4,7 @@ use std::io::{self, Write};
 
 use serde_json::json;
 
-use super::{QueryOpts, SCHEMA_VERSION, write_json};
+use super::{QueryOpts, SCHEMA_VERSION, Styles, write_json};
 use crate::db::Db;
 use crate::host::HostReport;
 use crate::judge::{AcceptVerdict, Acceptance, Check, Verdict};
@@ -265,6 +265,7 @@ pub fn doctor(
     h: &HostReport,
     checks: &[Check],
     json_out: bool,
+    styles: Styles,
 ) -> io::Result<()> {
     if json_out {
         return write_json(
@@ -276,7 +277,9 @@ pub fn doctor(
     writeln!(out)?;
     writeln!(out, "checks:")?;
     for c in checks {
-        writeln!(out, "  {}  {}: {}", mark(c.verdict), c.id, c.reason)?;
+        write!(out, "  ")?;
+        styles.paint(out, mark(c.verdict))?;
+        writeln!(out, "  {}: {}", c.id, c.reason)?;
         for f in &c.findings {
             writeln!(out, "          {}: {}", f.code, f.message)?;
         }
@@ -325,20 +328,20 @@ pub fn check(
         writeln!(out, "acceptance against the order:")?;
         for x in acceptance {
             match (x.verdict, x.overridden_by) {
-                (AcceptVerdict::Overridden, Some(var)) => writeln!(
-                    out,
-                    "  OVER  {}: expected {}, found {} from {var} (an override is not evidence)",
-                    x.item, x.expected, x.found
-                )?,
-                (v, _) => {
+                (AcceptVerdict::Overridden, Some(var)) => {
+                    write!(out, "  ")?;
+                    opts.styles.paint(out, "OVER")?;
                     writeln!(
                         out,
-                        "  {}  {}: expected {}, found {}",
-                        if v == AcceptVerdict::Pass { "pass" } else { "FAIL" },
-                        x.item,
-                        x.expected,
-                        x.found
+                        "  {}: expected {}, found {} from {var} (an override is not evidence)",
+                        x.item, x.expected, x.found
                     )?;
+                }
+                (v, _) => {
+                    write!(out, "  ")?;
+                    opts.styles
+                        .paint(out, if v == AcceptVerdict::Pass { "pass" } else { "FAIL" })?;
+                    writeln!(out, "  {}: expected {}, found {}", x.item, x.expected, x.found)?;
                     writeln!(out, "          rule: {}", x.rule)?;
                 }
             }

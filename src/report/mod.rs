@@ -1,11 +1,21 @@
 //! The only module that prints: human text and JSON documents for every command.
 //!
-//! Owns: layout of reports, the JSON `schema_version`, and turning records into lines.
-//! Must not: compute anything a test would want to check without reading text (that belongs
-//! to the module that produced the result). Data goes to the writer it is given (stdout);
-//! progress lines ([`ProgressLines`]) go to the writer given for them (the caller passes
-//! stderr); nothing here opens stdout or stderr itself. No colour is used, so output reads
-//! the same everywhere, with or without `NO_COLOR`.
+//! Owns: layout of reports, the JSON `schema_version`, turning records into lines, the
+//! colours of the marks ([`Styles`]) and the progress shown while long work runs
+//! ([`progress`]). Must not: compute anything a test would want to check without reading
+//! text (that belongs to the module that produced the result). Data goes to the writer it
+//! is given (stdout); progress lines ([`ProgressLines`]) go to the writer given for them
+//! (the caller passes stderr). The one thing here that reaches a stream by itself is the
+//! progress display of [`progress`], which draws on stderr, and only when stderr is a
+//! terminal.
+//!
+//! Colour: the marks (`pass`, `FAIL`, `warn`, `cond`, `ok`, `OVER`, `skip`) and verdicts are
+//! styled when [`Styles`] says so, which the binary decides per stream from `--color`,
+//! `NO_COLOR`, `CLICOLOR_FORCE` and whether the stream is a terminal (as `anstream` does).
+//! Off, not one byte differs from an uncoloured report: no style is written at all, rather
+//! than written and stripped. On, a style's escapes are gpuenv's own constants written as
+//! bytes ([`Styles::paint`]), around gpuenv's own words: outside text still goes through the
+//! formatted path and is made safe, so it can neither inject escapes nor borrow a colour.
 //!
 //! Text from outside (a daemon, a registry, upstream, an archive's names, a file's content,
 //! a probe's output, a project file) reaches a terminal only made safe by
@@ -18,6 +28,7 @@
 
 mod containers;
 mod host;
+pub mod progress;
 mod query;
 mod verify;
 
@@ -46,7 +57,8 @@ pub const SCHEMA_VERSION: u32 = 1;
 /// inside a value shows as a visible escape, and only the line end `writeln!` adds is kept.
 /// Bytes written as they are (`write_all`) pass unchanged: documents in a format of their
 /// own, whose writers escape what they hold (JSON), or text gpuenv generated whole (a
-/// Dockerfile, DOT).
+/// Dockerfile, DOT, a completion script, a man page, the escapes of its own styles:
+/// [`Styles::paint`]).
 #[derive(Debug)]
 pub struct SafeText<W> {
     inner: W,
@@ -82,20 +94,86 @@ impl<W: Write> Write for SafeText<W> {
     }
 }
 
+/// Whether gpuenv colours what it writes to one stream. Decided once per stream by the
+/// binary; reports only ask it to [`paint`](Styles::paint) their own words.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Styles {
+    on: bool,
+}
+
+impl Styles {
+    /// No colour: what every pipe, file and test gets unless asked otherwise.
+    pub const PLAIN: Styles = Styles { on: false };
+
+    /// Colour when `on`.
+    pub fn new(on: bool) -> Styles {
+        Styles { on }
+    }
+
+    /// Whether styles are written.
+    pub fn on(self) -> bool {
+        self.on
+    }
+
+    /// The style of one of gpuenv's marks or verdict words; `None` for any other word.
+    pub fn style_of(word: &str) -> Option<anstyle::Style> {
+        use anstyle::{AnsiColor, Style};
+        let fg = |c: AnsiColor| Style::new().fg_color(Some(c.into()));
+        Some(match word.trim_end() {
+            "pass" | "ok" | "compatible" => fg(AnsiColor::Green),
+            "FAIL" | "incompatible" => fg(AnsiColor::Red).bold(),
+            "warn" => fg(AnsiColor::Yellow),
+            "cond" | "conditional" => fg(AnsiColor::Cyan),
+            "OVER" => fg(AnsiColor::Magenta).bold(),
+            "skip" => Style::new().dimmed(),
+            "error:" => fg(AnsiColor::Red).bold(),
+            _ => return None,
+        })
+    }
+
+    /// Writes `word`, one of gpuenv's own (hence `'static`: never text from outside), in
+    /// its style when styles are on, else as it is. The escapes are written as bytes,
+    /// which [`SafeText`] passes unchanged; the word goes through the formatted path like
+    /// any other text. Padding (`ok  `) stays outside the style.
+    pub fn paint(self, out: &mut dyn Write, word: &'static str) -> io::Result<()> {
+        let bare = word.trim_end();
+        match Styles::style_of(bare).filter(|_| self.on) {
+            Some(style) => {
+                out.write_all(style.render().to_string().as_bytes())?;
+                write!(out, "{bare}")?;
+                out.write_all(style.render_reset().to_string().as_bytes())?;
+                write!(out, "{}", &word[bare.len()..])
+            }
+            None => write!(out, "{word}"),
+        }
+    }
+}
+
 /// An error that ends a command, on stderr: `error: ` and its first line, then the others
 /// (a failed build's step output), each line made [`terminal_safe`] (a line break inside a
-/// line shows as `\n`).
-pub fn error(w: &mut dyn Write, lines: &[String]) -> io::Result<()> {
+/// line shows as `\n`). `error:` is coloured when `styles` (stderr's) say so.
+pub fn error(w: &mut dyn Write, styles: Styles, lines: &[String]) -> io::Result<()> {
     let mut lines = lines.iter();
-    writeln!(
-        w,
-        "error: {}",
-        terminal_safe(lines.next().map_or("", String::as_str))
-    )?;
+    styles.paint(w, "error:")?;
+    writeln!(w, " {}", terminal_safe(lines.next().map_or("", String::as_str)))?;
     for line in lines {
         writeln!(w, "{}", terminal_safe(line))?;
     }
     w.flush()
+}
+
+/// Text gpuenv generated whole from its own definitions (a completion script, a manual
+/// page in roff), as it is.
+pub fn generated(out: &mut dyn Write, text: &[u8]) -> io::Result<()> {
+    out.write_all(text)
+}
+
+/// The files a command wrote, a line each (`wrote PATH`); the paths are shown made safe.
+pub fn written(out: &mut dyn Write, paths: &[String]) -> io::Result<()> {
+    for p in paths {
+        writeln!(out, "wrote {p}")?;
+    }
+    Ok(())
 }
 
 /// Writes `value` as pretty JSON with a trailing newline.
@@ -456,10 +534,30 @@ mod tests {
     }
 
     #[test]
+    fn styles_go_around_gpuenvs_own_words_only_when_on() {
+        let hostile = "\u{1b}[32mpass\u{1b}[0m\r\nFAKE";
+        let line = |styles: Styles| {
+            let mut out = SafeText::new(Vec::new());
+            write!(out, "  ").unwrap();
+            styles.paint(&mut out, "ok  ").unwrap();
+            writeln!(out, " code: {hostile}").unwrap();
+            styles.paint(&mut out, "FAIL").unwrap();
+            styles.paint(&mut out, "plain").unwrap();
+            String::from_utf8(out.inner).unwrap()
+        };
+        assert_eq!(line(Styles::PLAIN), "  ok   code: pass\\r\\nFAKE\nFAILplain");
+        assert_eq!(
+            line(Styles::new(true)),
+            "  \u{1b}[32mok\u{1b}[0m   code: pass\\r\\nFAKE\n\u{1b}[1m\u{1b}[31mFAIL\u{1b}[0mplain"
+        );
+    }
+
+    #[test]
     fn errors_are_one_safe_line_each() {
         let mut out = Vec::new();
         error(
             &mut out,
+            Styles::PLAIN,
             &[
                 "the daemon says: no\nerror: FAKE\u{1b}[31m".into(),
                 "  | step output\r".into(),

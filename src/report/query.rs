@@ -4,7 +4,7 @@ use std::io::{self, Write};
 
 use serde_json::{Value, json};
 
-use super::{SCHEMA_VERSION, write_json};
+use super::{SCHEMA_VERSION, Styles, write_json};
 use crate::resolve::{Answer, Query, Severity, Stack, Status};
 
 /// How to print an answer.
@@ -16,6 +16,8 @@ pub struct QueryOpts {
     pub all: bool,
     /// Builds in the table (0: all).
     pub limit: usize,
+    /// Whether the marks and the verdict are coloured.
+    pub styles: Styles,
 }
 
 /// One line describing what was asked.
@@ -124,16 +126,12 @@ fn note(s: &Stack) -> String {
     }
 }
 
-fn write_findings(out: &mut dyn Write, s: &Stack, min: Severity) -> io::Result<()> {
+fn write_findings(out: &mut dyn Write, styles: Styles, s: &Stack, min: Severity) -> io::Result<()> {
     for f in s.findings.iter().filter(|f| f.severity >= min) {
         let unverified = if f.unverified { " [unverified data]" } else { "" };
-        writeln!(
-            out,
-            "    {} {}: {}{unverified}",
-            mark(f.severity),
-            f.code,
-            f.message
-        )?;
+        write!(out, "    ")?;
+        styles.paint(out, mark(f.severity))?;
+        writeln!(out, " {}: {}{unverified}", f.code, f.message)?;
     }
     Ok(())
 }
@@ -186,10 +184,18 @@ pub fn query(out: &mut dyn Write, q: &Query, a: &Answer, opts: &QueryOpts) -> io
     write_extensions_from(out, q)?;
     let builds = by_build(shown.iter().copied());
     let runnable = by_build(a.stacks.iter().filter(|s| s.status != Status::Incompatible)).len();
+    write!(out, "verdict: ")?;
+    opts.styles.paint(
+        out,
+        match a.verdict {
+            Status::Compatible => "compatible",
+            Status::Conditional => "conditional",
+            Status::Incompatible => "incompatible",
+        },
+    )?;
     writeln!(
         out,
-        "verdict: {}{}",
-        a.verdict,
+        "{}",
         if runnable > 0 {
             format!(" ({runnable} build{} run)", if runnable == 1 { "" } else { "s" })
         } else {
@@ -206,10 +212,19 @@ pub fn query(out: &mut dyn Write, q: &Query, a: &Answer, opts: &QueryOpts) -> io
         )?;
         for b in builds.iter().take(limit) {
             let s = b[0];
+            write!(out, "  ")?;
+            // The status padded to its column, the padding outside the colour.
+            opts.styles.paint(
+                out,
+                match s.status {
+                    Status::Compatible => "compatible  ",
+                    Status::Conditional => "conditional ",
+                    Status::Incompatible => "incompatible",
+                },
+            )?;
             writeln!(
                 out,
-                "  {:<12} {:<20} {:<10} {:<6} {:<10} {}",
-                s.status.to_string(),
+                " {:<20} {:<10} {:<6} {:<10} {}",
                 format!("{}+{}", s.torch, s.variant),
                 pythons(b),
                 s.cuda.as_deref().unwrap_or("-"),
@@ -241,7 +256,7 @@ pub fn query(out: &mut dyn Write, q: &Query, a: &Answer, opts: &QueryOpts) -> io
             },
             a.python_range(best)
         )?;
-        write_findings(out, best, Severity::Info)?;
+        write_findings(out, opts.styles, best, Severity::Info)?;
         writeln!(out, "  install: {}", best.install)?;
         if let Some(n) = a.newer_conditional() {
             let rules: Vec<&str> = n
@@ -259,14 +274,16 @@ pub fn query(out: &mut dyn Write, q: &Query, a: &Answer, opts: &QueryOpts) -> io
                 n.python,
                 rules.join(", ")
             )?;
-            write_findings(out, n, Severity::Conditional)?;
+            write_findings(out, opts.styles, n, Severity::Conditional)?;
             writeln!(out, "  install: {}", n.install)?;
         }
     } else if a.stacks.is_empty() {
         writeln!(out)?;
         writeln!(out, "No torch build matches what was asked:")?;
         for f in &a.findings {
-            writeln!(out, "    {} {}: {}", mark(f.severity), f.code, f.message)?;
+            write!(out, "    ")?;
+            opts.styles.paint(out, mark(f.severity))?;
+            writeln!(out, " {}: {}", f.code, f.message)?;
         }
     } else {
         writeln!(out)?;
@@ -274,7 +291,7 @@ pub fn query(out: &mut dyn Write, q: &Query, a: &Answer, opts: &QueryOpts) -> io
         for b in by_build(a.stacks.iter()).iter().take(3) {
             let s = b[0];
             writeln!(out, "  torch {}+{} (Python {})", s.torch, s.variant, pythons(b))?;
-            write_findings(out, s, Severity::Conditional)?;
+            write_findings(out, opts.styles, s, Severity::Conditional)?;
         }
     }
     if !a.suggestions.is_empty() {

@@ -5,12 +5,12 @@ use std::io::{self, Write};
 use serde_json::json;
 
 use super::query::mark;
-use super::{SCHEMA_VERSION, write_json};
+use super::{SCHEMA_VERSION, Styles, write_json};
 use crate::resolve::Severity;
 use crate::verify::Verification;
 
 /// Prints a verification.
-pub fn verify(out: &mut dyn Write, v: &Verification, json_out: bool) -> io::Result<()> {
+pub fn verify(out: &mut dyn Write, v: &Verification, json_out: bool, styles: Styles) -> io::Result<()> {
     if json_out {
         let mut doc = serde_json::to_value(v).map_err(io::Error::other)?;
         if let serde_json::Value::Object(m) = &mut doc {
@@ -187,9 +187,11 @@ pub fn verify(out: &mut dyn Write, v: &Verification, json_out: bool) -> io::Resu
                 Some(true) => "pass",
                 Some(false) | None => "FAIL",
             };
+            write!(out, "  ")?;
+            styles.paint(out, m)?;
             writeln!(
                 out,
-                "  {m}  {}: claimed {}, found {}",
+                "  {}: claimed {}, found {}",
                 c.component,
                 c.claimed,
                 if found.is_empty() {
@@ -204,7 +206,9 @@ pub fn verify(out: &mut dyn Write, v: &Verification, json_out: bool) -> io::Resu
         writeln!(out)?;
         writeln!(out, "findings:")?;
         for x in &v.findings {
-            writeln!(out, "  {} {}: {}", mark(x.severity), x.code, x.message)?;
+            write!(out, "  ")?;
+            styles.paint(out, mark(x.severity))?;
+            writeln!(out, " {}: {}", x.code, x.message)?;
         }
     }
     for s in &v.torch_on_target {
@@ -214,20 +218,26 @@ pub fn verify(out: &mut dyn Write, v: &Verification, json_out: bool) -> io::Resu
             s.torch, s.variant, s.status
         )?;
         for x in s.findings.iter().filter(|x| x.severity >= Severity::Conditional) {
-            writeln!(out, "    {} {}: {}", mark(x.severity), x.code, x.message)?;
+            write!(out, "    ")?;
+            styles.paint(out, mark(x.severity))?;
+            writeln!(out, " {}: {}", x.code, x.message)?;
         }
     }
     if v.failed {
-        return writeln!(out, "verdict: FAIL");
+        write!(out, "verdict: ")?;
+        styles.paint(out, "FAIL")?;
+        return writeln!(out);
     }
     let covered = match v.covers.as_slice() {
         [one] => one.to_string(),
         [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
         [] => String::new(),
     };
+    write!(out, "verdict: ")?;
+    styles.paint(out, "pass")?;
     if v.covers.contains(&"claims") {
-        writeln!(out, "verdict: pass ({covered})")
+        writeln!(out, " ({covered})")
     } else {
-        writeln!(out, "verdict: pass of {covered} only: no claim was checked")
+        writeln!(out, " of {covered} only: no claim was checked")
     }
 }

@@ -10,7 +10,10 @@ pub mod pypi;
 mod refresh;
 
 pub use http::{Client, Fetched};
-pub use refresh::{Change, Proposal, RefreshOptions, Summary, compare_torch, refresh, torch_facts};
+pub use refresh::{
+    Change, Proposal, RefreshOptions, RefreshStep, Summary, compare_torch, refresh, refresh_told,
+    torch_facts, torch_facts_told,
+};
 
 /// Why reading upstream failed.
 #[derive(Debug, thiserror::Error)]

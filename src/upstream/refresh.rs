@@ -106,6 +106,23 @@ pub struct Summary {
     pub out: Option<String>,
 }
 
+/// What a refresh tells while it reads upstream, for a progress display: each stage as it
+/// begins, then each of its files as it is read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RefreshStep {
+    /// A stage begins: what it reads (`the PyPI page of torch`, `torchvision's wheel
+    /// metadata`), and how many files when that is known (a release's metadata counts as
+    /// one, however many mirrors' files were tried for it).
+    Stage {
+        /// What it reads.
+        what: String,
+        /// How many files.
+        files: Option<u64>,
+    },
+    /// One more file of the stage was read.
+    Read,
+}
+
 const SIMPLE_JSON: &str = "application/vnd.pypi.simple.v1+json";
 
 fn join(base: &Url, rel: &str) -> Result<Url, UpstreamError> {
@@ -152,11 +169,17 @@ fn companions(
     opts: &RefreshOptions,
     name: &str,
     floor: &str,
+    progress: &mut dyn FnMut(RefreshStep),
 ) -> Result<BTreeMap<Version, Version>, UpstreamError> {
-    let (page, proj) = project(client, opts, name)?;
+    let (page, proj) = project_told(client, opts, name, progress)?;
     let floor: Version = floor.parse().expect("valid floor");
     let mut out = BTreeMap::new();
-    for v in pypi::releases_since(&proj, &floor) {
+    let releases = pypi::releases_since(&proj, &floor);
+    progress(RefreshStep::Stage {
+        what: format!("{name}'s wheel metadata"),
+        files: Some(releases.len() as u64),
+    });
+    for v in releases {
         let files = pypi::release_files(&proj, &v.to_string());
         let all: Vec<_> = files
             .wheels
@@ -170,8 +193,25 @@ fn companions(
                 out.insert(t, v);
             }
         }
+        progress(RefreshStep::Read);
     }
     Ok(out)
+}
+
+/// [`project`], told as a stage of one file.
+fn project_told(
+    client: &Client,
+    opts: &RefreshOptions,
+    name: &str,
+    progress: &mut dyn FnMut(RefreshStep),
+) -> Result<(Url, SimpleProject), UpstreamError> {
+    progress(RefreshStep::Stage {
+        what: format!("the PyPI page of {name}"),
+        files: Some(1),
+    });
+    let found = project(client, opts, name)?;
+    progress(RefreshStep::Read);
+    Ok(found)
 }
 
 /// Variants per torch release on the PyTorch index (a PEP 503 HTML page of wheel links).
@@ -210,18 +250,42 @@ fn index_variants(client: &Client, index: &Url) -> Result<BTreeMap<Version, Vec<
     Ok(out)
 }
 
+/// [`index_variants`], told as a stage of one file (read only when it answered).
+fn index_told(
+    client: &Client,
+    index: &Url,
+    progress: &mut dyn FnMut(RefreshStep),
+) -> Result<BTreeMap<Version, Vec<Variant>>, UpstreamError> {
+    progress(RefreshStep::Stage {
+        what: "the PyTorch wheel index".into(),
+        files: Some(1),
+    });
+    let found = index_variants(client, index)?;
+    progress(RefreshStep::Read);
+    Ok(found)
+}
+
 /// Reads what upstream says about every torch release since `opts.floor`. The second value
 /// says whether the PyTorch index answered.
 pub fn torch_facts(
     client: &Client,
     opts: &RefreshOptions,
 ) -> Result<(Vec<TorchFacts>, String), UpstreamError> {
-    let (page, proj) = project(client, opts, "torch")?;
-    let vision = companions(client, opts, "torchvision", "0.13.0")?;
-    let audio = companions(client, opts, "torchaudio", "0.12.0")?;
+    torch_facts_told(client, opts, &mut |_| {})
+}
+
+/// [`torch_facts`], telling `progress` each stage and file as it goes.
+pub fn torch_facts_told(
+    client: &Client,
+    opts: &RefreshOptions,
+    progress: &mut dyn FnMut(RefreshStep),
+) -> Result<(Vec<TorchFacts>, String), UpstreamError> {
+    let (page, proj) = project_told(client, opts, "torch", progress)?;
+    let vision = companions(client, opts, "torchvision", "0.13.0", progress)?;
+    let audio = companions(client, opts, "torchaudio", "0.12.0", progress)?;
     let (index, index_status) = match &opts.pytorch_index {
         None => (None, "not asked".to_string()),
-        Some(url) => match index_variants(client, url) {
+        Some(url) => match index_told(client, url, progress) {
             Ok(map) => (Some(map), "read".to_string()),
             // The PyTorch index is optional: PyPI alone answers the default build.
             Err(e) => (
@@ -231,11 +295,20 @@ pub fn torch_facts(
         },
     };
     let mut out = Vec::new();
-    for version in pypi::releases_since(&proj, &opts.floor) {
-        let files = pypi::release_files(&proj, &version.to_string());
-        if files.wheels.is_empty() {
-            continue; // no Linux x86_64 wheel: nothing gpuenv could recommend
-        }
+    // Only releases with a Linux x86_64 wheel: nothing else is one gpuenv could recommend.
+    let releases: Vec<(Version, pypi::ReleaseFiles)> = pypi::releases_since(&proj, &opts.floor)
+        .into_iter()
+        .map(|v| {
+            let files = pypi::release_files(&proj, &v.to_string());
+            (v, files)
+        })
+        .filter(|(_, files)| !files.wheels.is_empty())
+        .collect();
+    progress(RefreshStep::Stage {
+        what: "torch's wheel metadata".into(),
+        files: Some(releases.len() as u64),
+    });
+    for (version, files) in releases {
         let all: Vec<_> = files
             .wheels
             .iter()
@@ -263,6 +336,7 @@ pub fn torch_facts(
             f.metadata_url = Some(url);
         }
         out.push(f);
+        progress(RefreshStep::Read);
     }
     Ok((out, index_status))
 }
@@ -517,10 +591,21 @@ pub fn refresh(
     opts: &RefreshOptions,
     out: Option<&Path>,
 ) -> Result<Summary, UpstreamError> {
+    refresh_told(client, db, opts, out, &mut |_| {})
+}
+
+/// [`refresh`], telling `progress` each stage and file of upstream as it is read.
+pub fn refresh_told(
+    client: &Client,
+    db: &Db,
+    opts: &RefreshOptions,
+    out: Option<&Path>,
+    progress: &mut dyn FnMut(RefreshStep),
+) -> Result<Summary, UpstreamError> {
     if let Some(dir) = out {
         check_out_dir(dir)?;
     }
-    let (facts, index_status) = torch_facts(client, opts)?;
+    let (facts, index_status) = torch_facts_told(client, opts, progress)?;
     let mut proposals = Vec::new();
     let mut without_metadata = Vec::new();
     for f in &facts {

@@ -83,17 +83,23 @@ pub struct Origin {
 /// registry is read under `deadline` (every request and every read of a body; a
 /// credential helper gets at most [`docker::auth::HELPER_TIMEOUT`] of it), with plain
 /// HTTP only where [`crate::registry::plain_http`] allows it (`insecure`: the hosts the
-/// user listed); the daemon is connected to within the deadline's idle limit.
+/// user listed); the daemon is connected to within the deadline's idle limit. `progress`
+/// is told how reading the layers goes, from a registry, an archive file or an OCI
+/// directory.
 pub fn read(
     reference: &ImageRef,
     given: &str,
     deadline: &Deadline,
     insecure: &[String],
     full: bool,
+    progress: &crate::image::Watch,
 ) -> Result<(archive::Image, Origin), VerifyError> {
     let mut paths_asked = None;
     let mut layers_because = None;
-    let mut opts = ReadOptions::default();
+    let mut opts = ReadOptions {
+        progress: progress.clone(),
+        ..ReadOptions::default()
+    };
     // An archive is a regular file, read where its layers lie, several at once, each
     // member within the file's size. A FIFO, a socket or a device (`/dev/zero`) is
     // refused before it is read: it could be read forever, or wait forever.

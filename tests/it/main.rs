@@ -19,5 +19,6 @@ mod refresh;
 mod show;
 mod stats;
 mod support;
+mod terminal;
 mod verify;
 mod verify_trust;

@@ -45,6 +45,8 @@ pub fn command(bin: &Path, dir: &Path, args: &[&str], env: &[(&str, &str)]) -> C
             cmd.env_remove(k);
         }
     }
+    // Colour only where a test asks for it: piped output is what every test reads.
+    cmd.env_remove("CLICOLOR_FORCE").env_remove("NO_COLOR");
     cmd.envs(env.iter().copied());
     cmd
 }
