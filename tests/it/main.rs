@@ -16,6 +16,7 @@ mod processes;
 mod query;
 mod reading;
 mod refresh;
+mod services;
 mod show;
 mod stats;
 mod support;

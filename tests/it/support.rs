@@ -1,7 +1,9 @@
-//! Running the real `gpuenv` binary.
+//! Running the real `gpuenv` binary, and making ready what the container tests need of
+//! the machine ([`services`]).
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, ExitStatus, Output, Stdio};
+use std::sync::OnceLock;
 
 /// The repository root.
 pub fn root() -> PathBuf {
@@ -82,7 +84,6 @@ pub struct BoundedRun {
 #[allow(clippy::zombie_processes)]
 pub fn run_bounded(cmd: &mut Command, kill_after: std::time::Duration) -> BoundedRun {
     use std::io::Read;
-    use std::process::Stdio;
     let start = std::time::Instant::now();
     let mut child = cmd
         .stdin(Stdio::null())
@@ -295,4 +296,125 @@ pub fn derived_host(name: &str, edit: impl FnOnce(&mut serde_json::Value)) -> te
 /// A command's recorded output in a host record: exit 0 and `stdout`.
 pub fn ran(stdout: &str) -> serde_json::Value {
     serde_json::json!({"outcome": "exited", "status": 0, "stdout": stdout, "stderr": ""})
+}
+
+/// The loopback registry the container tests push to and pull from: `GPUENV_TEST_REGISTRY`
+/// (`HOST:PORT`), else 127.0.0.1 on `GPUENV_TEST_REGISTRY_PORT` (default 5555), the port
+/// `scripts/test-services` starts it on.
+pub fn registry_address() -> String {
+    if let Ok(addr) = std::env::var("GPUENV_TEST_REGISTRY") {
+        return addr;
+    }
+    let port = std::env::var("GPUENV_TEST_REGISTRY_PORT").unwrap_or_else(|_| "5555".into());
+    format!("127.0.0.1:{port}")
+}
+
+/// Makes ready what the container tests need of this machine: the Docker daemon (checked),
+/// Debian's busybox-static and docker-registry, hadolint, and the loopback registry started,
+/// by running `scripts/test-services` (idempotent, quick once done) the first time a test of
+/// this process asks. Every test that uses the daemon, the registry, busybox or hadolint
+/// calls it first (through `daemon` and `containers::hadolint`), so that `cargo test` needs
+/// nothing run before it.
+///
+/// When the script cannot make them ready (no daemon, no root for apt, no network), every
+/// such test panics with the script's own account of what failed and how to fix it: they
+/// never pass or skip without what they test.
+pub fn services() {
+    static READY: OnceLock<Result<(), String>> = OnceLock::new();
+    let ready = READY.get_or_init(|| {
+        let port = registry_address()
+            .rsplit(':')
+            .next()
+            .unwrap_or("5555")
+            .to_string();
+        provision(
+            &root().join("scripts/test-services"),
+            &[],
+            &[("GPUENV_TEST_REGISTRY_PORT", &port)],
+        )
+    });
+    if let Err(why) = ready {
+        panic!("{why}");
+    }
+}
+
+/// Runs the provisioning `script` with `args` and `env`, holding an exclusive lock on
+/// `target/test-services/lock` meanwhile: nextest runs each test in a process of its own,
+/// and two processes installing or starting the registry at once would trip over each
+/// other. What it printed is passed on to stderr; a failure comes back as a message for
+/// people: its own lines (the reason and the fix) and how it ended.
+pub fn provision(script: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<(), String> {
+    let lock = root().join("target/test-services/lock");
+    let _held = lock_exclusive(&lock)?;
+    let out = Command::new(script)
+        .args(args)
+        .envs(env.iter().copied())
+        .current_dir(root())
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| {
+            format!(
+                "the container tests need services that `{}` makes ready, but it could not be run: {e}",
+                script.display()
+            )
+        })?;
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprint!("{said}");
+    if out.status.success() {
+        return Ok(());
+    }
+    let said = said.trim_end();
+    let said = if said.is_empty() {
+        "  (it printed nothing)".to_string()
+    } else {
+        said.lines()
+            .map(|l| format!("  {l}"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    Err(format!(
+        "the container tests need services that `{}` could not make ready (it {}):\n{said}\n\
+         These tests do not skip: fix what it says, then run them again (`{}` alone repeats the check).",
+        script.display(),
+        exit_described(out.status),
+        script.strip_prefix(root()).unwrap_or(script).display(),
+    ))
+}
+
+/// How a process ended, in words: `exited with status 1`, `was killed by signal 9`.
+pub fn exit_described(status: ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exited with status {code}"),
+        (None, Some(signal)) => format!("was killed by signal {signal}"),
+        (None, None) => "ended without an exit status".to_string(),
+    }
+}
+
+/// `path` opened and locked for this process alone (`flock`), until the file is dropped.
+fn lock_exclusive(path: &Path) -> Result<std::fs::File, String> {
+    use std::os::fd::AsRawFd;
+    let failed = |e: std::io::Error| format!("cannot lock {}: {e}", path.display());
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(failed)?;
+    }
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(failed)?;
+    loop {
+        // SAFETY: flock on a descriptor this function owns; the lock goes with the file.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } == 0 {
+            return Ok(file);
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(failed(e));
+        }
+    }
 }
