@@ -467,6 +467,30 @@ mod tests {
         same(&fast.packages, &checked.packages);
     }
 
+    /// `checked` is the day a record was last checked: a date, read into the record.
+    #[test]
+    fn checked_is_read_as_a_date_and_a_bad_one_is_refused() {
+        let cuda = |checked: &str| SourceFile {
+            path: "cuda/13.4.1.toml".into(),
+            text: Some(Cow::Owned(format!(
+                "version = \"13.4.1\"\nlabel = \"CUDA 13.4 GA\"\nmin_driver_linux = \"615.31\"\n\
+                 sass = [\"7.5\"]\nchecked = {checked}\n[[sources]]\nurl = \"https://example.org/\"\n"
+            ))),
+        };
+        let db = Db::load(&[cuda("\"2026-12-01\"")]).expect("a dated record loads");
+        assert_eq!(
+            db.cuda[0].checked.as_ref().map(ToString::to_string).as_deref(),
+            Some("2026-12-01")
+        );
+        let problems = lint(&[cuda("\"last week\"")]);
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.key.to_string() == "checked" && p.kind == ProblemKind::BadValue),
+            "{problems:?}"
+        );
+    }
+
     mod erased {
         pub trait Ser {
             fn json(&self) -> String;

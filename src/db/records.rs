@@ -84,6 +84,9 @@ pub struct CudaRelease {
     /// Anything a curator should know.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notes: Option<String>,
+    /// The day the record's facts were last checked against their sources.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checked: Option<PartialDate>,
     /// Where the facts come from (required; the checker reports an empty list).
     #[serde(default)]
     pub sources: Vec<Source>,
@@ -108,6 +111,9 @@ pub struct CudnnRelease {
     /// Anything a curator should know.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notes: Option<String>,
+    /// The day the record's facts were last checked against their sources.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checked: Option<PartialDate>,
     /// Where the facts come from (required; the checker reports an empty list).
     #[serde(default)]
     pub sources: Vec<Source>,
@@ -246,6 +252,9 @@ pub struct Gpu {
     /// Anything a curator should know.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notes: Option<String>,
+    /// The day the record's facts were last checked against their sources.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checked: Option<PartialDate>,
     /// Where the facts come from (required; the checker reports an empty list).
     #[serde(default)]
     pub sources: Vec<Source>,

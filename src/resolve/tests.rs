@@ -29,6 +29,7 @@ fn cuda(version: &str, native: &str, floor: Option<&str>, sass: &[&str]) -> Cuda
         deprecated: vec![],
         unverified: vec![],
         notes: None,
+        checked: None,
         sources: src(),
     }
 }
@@ -69,6 +70,7 @@ fn gpu(name: &str, cc: &str, segment: Segment) -> Gpu {
         host_arch: None,
         unverified: vec![],
         notes: None,
+        checked: None,
         sources: src(),
     }
 }
