@@ -808,12 +808,9 @@ mod tests {
             "A100 96G",
             "A100 SXM5",
             "RTX 4090 48G",
-            "H800 PCIe",
             "H100 PCIe HBM3",
             "H100 sm_80",
             "H20 141G",
-            "A800 40GB Active",
-            "H20-3e",
             "RTX 6000",
         ] {
             assert!(
@@ -822,6 +819,12 @@ mod tests {
                 covered(name)
             );
         }
+        // Names whose extra word contradicts a neighbour find only their own record:
+        // never the SXM H800, the 80 GB A800s or the 96 GB H20.
+        assert_eq!(covered("H800 PCIe"), ["H800 PCIe"]);
+        assert_eq!(covered("A800 40GB Active"), ["A800 40GB Active"]);
+        assert_eq!(covered("H20-3e"), ["H20-3e"]);
+        assert_eq!(covered("RTX 5090 D"), ["RTX 5090 D"]);
         // The 40 GB parts are never the 80 GB one, and the reverse.
         assert!(covered("A100 40G").iter().all(|n| n.contains("40GB")));
         assert!(covered("A100 80GB").iter().all(|n| n.contains("80GB")));

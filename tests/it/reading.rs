@@ -51,9 +51,9 @@ fn a_token_that_contradicts_the_record_is_no_match() {
         "A100 96G",
         "A100 SXM5",
         "RTX 4090 48G",
-        "H800 PCIe",
         "H100 PCIe HBM3",
-        "A800 40GB Active",
+        "A800 40GB PCIe",
+        "H20 141G",
     ] {
         let run = gpuenv(&["query", "--gpu", written]);
         assert_eq!(run.code, 2, "{written}: {}", run.stdout);
@@ -64,6 +64,10 @@ fn a_token_that_contradicts_the_record_is_no_match() {
         );
         assert!(run.stdout.is_empty());
     }
+    // A word that contradicts a neighbour reaches only the GPU it names, never the
+    // SXM H800 or the 80 GB A800s.
+    assert_eq!(header(&["--gpu", "H800 PCIe"]), "H800 PCIe");
+    assert_eq!(header(&["--gpu", "A800 40GB Active"]), "A800 40GB Active");
     // The 40 GB name never reaches the 80 GB part.
     let (_, doc) = query(&["--gpu", "A100 40G"]);
     assert!(

@@ -42,6 +42,72 @@ fn gpu_by_any_spelling() {
     }
 }
 
+/// Each name as `nvidia-smi` prints it (NVIDIA's driver table) finds its own record, and
+/// the records it sits beside keep answering to theirs.
+#[test]
+fn gpu_names_as_nvidia_smi_prints_them() {
+    let cases = [
+        ("NVIDIA GeForce RTX 5090 D", "RTX 5090 D"),
+        ("NVIDIA GeForce RTX 5090 D v2", "RTX 5090 D v2"),
+        ("NVIDIA GeForce RTX 5090", "RTX 5090"),
+        ("NVIDIA H20-3e", "H20-3e"),
+        ("NVIDIA H20", "H20"),
+        ("NVIDIA H800 PCIe", "H800 PCIe"),
+        ("NVIDIA H800 NVL", "H800 NVL"),
+        ("NVIDIA H800", "H800"),
+        ("NVIDIA A800 40GB Active", "A800 40GB Active"),
+        ("NVIDIA A800 80GB PCIe", "A800 80GB PCIe"),
+        ("NVIDIA RTX 6000D", "RTX 6000D"),
+        ("NVIDIA GB10", "GB10"),
+        ("NVIDIA RTX PRO 5000 Blackwell", "RTX PRO 5000 Blackwell"),
+        (
+            "NVIDIA RTX PRO 5000 72GB Blackwell",
+            "RTX PRO 5000 72GB Blackwell",
+        ),
+        ("NVIDIA RTX PRO 4500 Blackwell", "RTX PRO 4500 Blackwell"),
+        (
+            "NVIDIA RTX PRO 4500 Blackwell Server Edition",
+            "RTX PRO 4500 Blackwell Server Edition",
+        ),
+        ("NVIDIA RTX PRO 4000 Blackwell", "RTX PRO 4000 Blackwell"),
+        (
+            "NVIDIA RTX PRO 4000 Blackwell SFF Edition",
+            "RTX PRO 4000 Blackwell SFF Edition",
+        ),
+        ("NVIDIA RTX PRO 2000 Blackwell", "RTX PRO 2000 Blackwell"),
+        ("NVIDIA GeForce RTX 5070 Ti", "RTX 5070 Ti"),
+        ("NVIDIA GeForce RTX 5060 Ti", "RTX 5060 Ti"),
+        ("NVIDIA GeForce RTX 4070 Ti SUPER", "RTX 4070 Ti SUPER"),
+        ("NVIDIA GeForce RTX 4060 Ti", "RTX 4060 Ti"),
+        ("NVIDIA GeForce RTX 3080 Ti", "RTX 3080 Ti"),
+        ("NVIDIA GeForce RTX 3080", "RTX 3080"),
+        ("NVIDIA GeForce RTX 3070", "RTX 3070"),
+        ("NVIDIA RTX A4500", "RTX A4500"),
+        ("NVIDIA GeForce GTX 1080 Ti", "GTX 1080 Ti"),
+        ("RTX 5060 Ti 16GB", "RTX 5060 Ti"),
+        ("DGX Spark", "GB10"),
+    ];
+    for (printed, want) in cases {
+        let run = gpuenv(&["show", "gpu", printed, "--json"]);
+        assert_eq!(run.code, 0, "{printed}: {}", run.stderr);
+        assert_eq!(json(&run)["name"], want, "{printed}");
+    }
+    // The SXM H800 keeps the plain name; the PCIe card is another form factor.
+    let sxm = json(&gpuenv(&["show", "gpu", "H800", "--json"]));
+    assert_eq!(sxm["form_factor"], "sxm");
+    let pcie = json(&gpuenv(&["show", "gpu", "H800 PCIe", "--json"]));
+    assert_eq!(pcie["form_factor"], "pcie");
+    // A written size picks the variant it names and never the other one.
+    let big = json(&gpuenv(&["show", "gpu", "RTX PRO 5000 72GB", "--json"]));
+    assert_eq!(big["memory_gib"].as_f64(), Some(72.0));
+    let run = gpuenv(&["show", "gpu", "A800 40GB PCIe", "--json"]);
+    assert_ne!(run.code, 0, "no record is a 40 GB A800 PCIe: {}", run.stdout);
+    // GB10 brings an Arm host and sm_121.
+    let gb10 = json(&gpuenv(&["show", "gpu", "GB10", "--json"]));
+    assert_eq!(gb10["compute_capability"], "12.1");
+    assert_eq!(gb10["host_arch"], "aarch64");
+}
+
 #[test]
 fn versions_by_any_spelling() {
     let cases = [
