@@ -801,7 +801,7 @@ fn verify(
         VerifyError::Registry(e) => CliError::Environment(e.to_string()),
     })?;
     let v = crate::verify::judge(&db, &image, origin, expect, !args.no_infer, &target);
-    report::verify(out, &v, args.json, styles)?;
+    report::verify(out, &v, db.date(), args.json, styles)?;
     Ok(if v.failed { Exit::Findings } else { Exit::Ok })
 }
 

@@ -9,8 +9,8 @@ use super::CliError;
 use crate::db::Db;
 use crate::files::{self, limits};
 use crate::model::{
-    DriverVersion, GlibcVersion, PartialDate, Reading, SeriesOf, Variant, VersionSpecifiers, glibc_of_os,
-    known_os, local_variant, read_series,
+    DriverVersion, GlibcVersion, Reading, SeriesOf, Variant, VersionSpecifiers, glibc_of_os, known_os,
+    local_variant, read_series,
 };
 use crate::resolve::input::{self, ProjectNeeds};
 use crate::resolve::{CudaAsk, GpuAsk, Pin, Query};
@@ -165,29 +165,9 @@ impl StackArgs {
             q.glibc = Some((v, "--glibc".into()));
         }
         q.extensions = self.extensions;
-        q.today = today();
+        q.today = crate::db::today();
         Ok(q)
     }
-}
-
-/// Today's date from the system clock (UTC), for end-of-life warnings.
-fn today() -> Option<PartialDate> {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .ok()?
-        .as_secs();
-    let days = (secs / 86_400) as i64;
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}").parse().ok()
 }
 
 /// Where project files are read from.

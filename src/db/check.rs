@@ -10,7 +10,7 @@ use super::problem::{KeyPath, Problem, ProblemKind};
 use super::records::*;
 use super::{Db, Kind, SourceFile, normalize};
 use crate::model::pep508::normalize_name;
-use crate::model::{Architecture, ComputeCapability, CudaVersion, PythonTag, Variant, public};
+use crate::model::{Architecture, ComputeCapability, CudaVersion, PartialDate, PythonTag, Variant, public};
 
 struct FileCtx<'a> {
     path: &'a str,
@@ -21,6 +21,8 @@ struct FileCtx<'a> {
 struct Checker<'a> {
     files: Vec<FileCtx<'a>>,
     problems: Vec<Problem>,
+    /// Today, to refuse `checked` dates after it; `None` skips that check.
+    today: Option<PartialDate>,
 }
 
 impl Checker<'_> {
@@ -61,6 +63,34 @@ impl Checker<'_> {
         }
     }
 
+    /// `checked`: required, a full date, not after today.
+    fn checked(&mut self, file: usize, checked: Option<PartialDate>) {
+        match checked {
+            None => self.report(
+                file,
+                KeyPath::key("checked"),
+                ProblemKind::MissingKey,
+                "required key `checked` is missing: the date (`YYYY-MM-DD`) the record's facts were last checked against their sources",
+            ),
+            Some(d) if !d.is_full() => self.report(
+                file,
+                KeyPath::key("checked"),
+                ProblemKind::BadValue,
+                format!("`checked` is the day the facts were checked, `YYYY-MM-DD`, not `{d}`"),
+            ),
+            Some(d) => {
+                if let Some(today) = self.today.filter(|t| d > *t) {
+                    self.report(
+                        file,
+                        KeyPath::key("checked"),
+                        ProblemKind::BadValue,
+                        format!("`checked` {d} is after today ({today})"),
+                    );
+                }
+            }
+        }
+    }
+
     fn stem(&mut self, file: usize, expected: &str) {
         let path = self.files[file].path;
         let stem = path.rsplit('/').next().unwrap_or(path).trim_end_matches(".toml");
@@ -97,10 +127,12 @@ fn stem_of(path: &str) -> String {
 }
 
 /// Reads and checks every file; returns what could be read and every problem.
-pub(crate) fn build(files: &[SourceFile]) -> (Db, Vec<Problem>) {
+/// `today`, when given, refuses `checked` dates after it.
+pub(crate) fn build(files: &[SourceFile], today: Option<PartialDate>) -> (Db, Vec<Problem>) {
     let mut ck = Checker {
         files: Vec::with_capacity(files.len()),
         problems: Vec::new(),
+        today,
     };
     let mut python = Vec::new();
     let mut torch = Vec::new();
@@ -204,7 +236,7 @@ pub(crate) fn build(files: &[SourceFile]) -> (Db, Vec<Problem>) {
     check_gpus(&mut ck, &gpus, &drivers);
     check_gpu_names_resolve(&mut ck, &gpus);
     check_torch(&mut ck, &torch, &cuda, &cudnn, &python);
-    check_images(&mut ck, &images, &cuda, &cudnn, &python, &torch);
+    check_images(&mut ck, &images, &cuda, &cudnn, &python, &torch, &drivers);
     check_packages(&mut ck, &packages);
 
     let mut problems = ck.problems;
@@ -256,6 +288,7 @@ fn check_python(ck: &mut Checker<'_>, records: &[(usize, PythonRelease)]) {
     for (idx, r) in records {
         let idx = *idx;
         ck.sources(idx, &KeyPath::default(), &r.sources, true);
+        ck.checked(idx, r.checked);
         if r.version.release().len() != 2 || r.version.is_pre() || r.version.is_local() {
             ck.report(
                 idx,
@@ -282,6 +315,7 @@ fn check_cuda(ck: &mut Checker<'_>, records: &[(usize, CudaRelease)]) {
     for (idx, r) in records {
         let idx = *idx;
         ck.sources(idx, &KeyPath::default(), &r.sources, true);
+        ck.checked(idx, r.checked);
         ck.stem(idx, r.version.as_str());
         if r.version.parts().len() != 3 {
             ck.report(
@@ -356,6 +390,7 @@ fn check_cuda(ck: &mut Checker<'_>, records: &[(usize, CudaRelease)]) {
 fn check_cudnn(ck: &mut Checker<'_>, records: &[(usize, CudnnRelease)]) {
     for (idx, r) in records {
         ck.sources(*idx, &KeyPath::default(), &r.sources, true);
+        ck.checked(*idx, r.checked);
         ck.stem(*idx, r.version.as_str());
         if r.cuda_majors.is_empty() {
             ck.report(
@@ -378,6 +413,7 @@ fn check_drivers(ck: &mut Checker<'_>, records: &[(usize, DriverBranch)], cuda: 
     for (idx, r) in records {
         let idx = *idx;
         ck.sources(idx, &KeyPath::default(), &r.sources, true);
+        ck.checked(idx, r.checked);
         ck.stem(idx, &format!("r{}", r.branch));
         for (field, v) in [
             ("first_version", &r.first_version),
@@ -465,6 +501,7 @@ fn check_gpus(ck: &mut Checker<'_>, records: &[(usize, Gpu)], drivers: &[(usize,
     for (idx, g) in records {
         let idx = *idx;
         ck.sources(idx, &KeyPath::default(), &g.sources, true);
+        ck.checked(idx, g.checked);
         ck.stem(idx, &slug(&g.name));
         if Architecture::of(g.compute_capability) != Some(g.architecture) {
             ck.report(
@@ -602,6 +639,7 @@ fn check_torch(
     for (idx, t) in records {
         let idx = *idx;
         ck.sources(idx, &KeyPath::default(), &t.sources, true);
+        ck.checked(idx, t.checked);
         ck.stem(idx, &t.version.to_string());
         if t.version.is_local() {
             ck.report(
@@ -610,6 +648,35 @@ fn check_torch(
                 ProblemKind::BadValue,
                 "a release has no local segment; builds are `variants`",
             );
+        }
+        match (&t.glibc, &t.glibc_from) {
+            (Some(g), Some(_)) => {
+                let tag = t.manylinux.glibc();
+                if *g < tag {
+                    ck.report(
+                        idx,
+                        KeyPath::key("glibc"),
+                        ProblemKind::Inconsistent,
+                        format!(
+                            "glibc {g} is below what the `{}` tag already needs ({tag}): pip refuses the wheels there",
+                            t.manylinux
+                        ),
+                    );
+                }
+            }
+            (Some(_), None) => ck.report(
+                idx,
+                KeyPath::key("glibc"),
+                ProblemKind::MissingKey,
+                "say where the glibc floor comes from: `glibc_from = \"wheel-symbols\"` or `\"release-notes\"`",
+            ),
+            (None, Some(_)) => ck.report(
+                idx,
+                KeyPath::key("glibc_from"),
+                ProblemKind::Inconsistent,
+                "`glibc_from` without a `glibc`",
+            ),
+            (None, None) => {}
         }
         for (i, tag) in t.python.iter().enumerate() {
             if !python_exists(python, tag) {
@@ -730,6 +797,15 @@ fn check_cuda_variant(
                 ProblemKind::Inconsistent,
                 format!("cudart {rt} is not CUDA {c}"),
             );
+        } else if names_toolkit_release(rt) && !cuda.iter().any(|(_, r)| &r.version == rt) {
+            // A pinned `cuda-toolkit` meta-package (`13.0.3`) names a toolkit release;
+            // the runtime component's own numbering (`12.1.105`) names none.
+            ck.report(
+                idx,
+                at.join("cudart"),
+                ProblemKind::DanglingReference,
+                format!("cudart {rt} names CUDA toolkit release {rt}, which has no `cuda/{rt}.toml` record"),
+            );
         }
     }
     let toolkits: Vec<&CudaRelease> = cuda
@@ -774,6 +850,26 @@ fn check_cuda_variant(
     }
 }
 
+/// Whether a `cudart` value is a toolkit release (`13.0.3`: the `cuda-toolkit`
+/// meta-package a CUDA 13 wheel pins) rather than the runtime component's own version
+/// (`12.1.105`, `13.0.96`). NVIDIA numbers a toolkit's patch by its update (0 to a
+/// handful), a component's by its build (29 and up for every `nvidia-cuda-runtime`
+/// release on PyPI), so a patch below 10 is a toolkit release. CUDA 10.2.89, whose
+/// toolkit carries a build number, predates both.
+fn names_toolkit_release(v: &CudaVersion) -> bool {
+    matches!(v.parts(), [major, _, patch] if *major >= 11 && *patch < 10)
+}
+
+/// Whether a CUDA reference resolves at the precision it is written in: `12.6` needs a
+/// toolkit of that line, `12.6.2` that exact release.
+fn cuda_resolves(cuda: &[(usize, CudaRelease)], v: &CudaVersion) -> bool {
+    if v.parts().len() >= 3 {
+        cuda.iter().any(|(_, r)| &r.version == v)
+    } else {
+        has_cuda_minor(cuda, v)
+    }
+}
+
 fn check_images(
     ck: &mut Checker<'_>,
     records: &[(usize, Image)],
@@ -781,10 +877,12 @@ fn check_images(
     cudnn: &[(usize, CudnnRelease)],
     python: &[(usize, PythonRelease)],
     torch: &[(usize, TorchRelease)],
+    drivers: &[(usize, DriverBranch)],
 ) {
     for (idx, im) in records {
         let idx = *idx;
         ck.sources(idx, &KeyPath::default(), &im.sources, true);
+        ck.checked(idx, im.checked);
         let (need_tag, need_torch, need_cuda, repo) = match im.family {
             ImageFamily::NvidiaCuda => (false, false, true, "nvidia/cuda"),
             ImageFamily::Pytorch => (true, true, false, "pytorch/pytorch"),
@@ -841,7 +939,7 @@ fn check_images(
         if let Some(c) = &im.cuda {
             let found = match im.family {
                 ImageFamily::NvidiaCuda => cuda.iter().any(|(_, r)| &r.version == c),
-                _ => has_cuda_minor(cuda, c),
+                _ => cuda_resolves(cuda, c),
             };
             if !found {
                 ck.report(
@@ -859,6 +957,20 @@ fn check_images(
                     KeyPath::key("cudnn"),
                     ProblemKind::DanglingReference,
                     format!("no cuDNN {d} record"),
+                );
+            }
+        }
+        if let Some(d) = &im.min_driver {
+            if !drivers.is_empty() && !drivers.iter().any(|(_, b)| b.branch == d.branch()) {
+                ck.report(
+                    idx,
+                    KeyPath::key("min_driver"),
+                    ProblemKind::DanglingReference,
+                    format!(
+                        "driver {d} is of branch R{}, which has no `driver/r{}.toml` record",
+                        d.branch(),
+                        d.branch()
+                    ),
                 );
             }
         }
@@ -912,6 +1024,7 @@ fn check_packages(ck: &mut Checker<'_>, records: &[(usize, Package)]) {
     for (idx, r) in records {
         let idx = *idx;
         ck.sources(idx, &KeyPath::default(), &r.sources, true);
+        ck.checked(idx, r.checked);
         let normalized = normalize_name(&r.name);
         let well_formed = !r.name.is_empty()
             && r.name

@@ -23,6 +23,8 @@ use std::sync::OnceLock;
 
 use serde::Serialize;
 
+use crate::model::PartialDate;
+
 pub use lookup::{Found, GpuMatch, GpuTextError, LookupError, match_gpu, normalize};
 pub use problem::{KeyPath, Problem, ProblemKind, Seg};
 pub use records::*;
@@ -315,7 +317,7 @@ static EMBEDDED: OnceLock<Result<Db, Vec<Problem>>> = OnceLock::new();
 impl Db {
     /// Checks `files` and builds the database; any problem refuses it.
     pub fn load(files: &[SourceFile]) -> Result<Db, DbError> {
-        let (db, problems) = check::build(files);
+        let (db, problems) = check::build(files, None);
         let problems = bounded(problems);
         if problems.is_empty() {
             Ok(db)
@@ -410,6 +412,35 @@ impl Db {
         Db::load(&read_dir(dir)?)
     }
 
+    /// The database's date: the newest `checked` date of its records, the last day its
+    /// curators checked facts against their sources. `None` when no record has one.
+    pub fn date(&self) -> Option<PartialDate> {
+        let python = self.python.iter().map(|r| r.checked);
+        let torch = self.torch.iter().map(|r| r.checked);
+        let cuda = self.cuda.iter().map(|r| r.checked);
+        let cudnn = self.cudnn.iter().map(|r| r.checked);
+        let drivers = self.drivers.iter().map(|r| r.checked);
+        let gpus = self.gpus.iter().map(|r| r.checked);
+        let images = self.images.iter().map(|r| r.checked);
+        let packages = self.packages.iter().map(|r| r.checked);
+        python
+            .chain(torch)
+            .chain(cuda)
+            .chain(cudnn)
+            .chain(drivers)
+            .chain(gpus)
+            .chain(images)
+            .chain(packages)
+            .flatten()
+            .max()
+    }
+
+    /// Whether the database is older than [`STALE_AFTER_DAYS`] on `today`; false when
+    /// either date is unknown.
+    pub fn is_stale(&self, today: Option<PartialDate>) -> bool {
+        is_stale(self.date(), today)
+    }
+
     /// How many records of a kind.
     pub fn count(&self, kind: Kind) -> usize {
         match kind {
@@ -425,9 +456,38 @@ impl Db {
     }
 }
 
-/// Every problem in `files`, in file and line order.
+/// Every problem in `files`, in file and line order. Also checks what loading does not:
+/// that no record's `checked` date lies after today (by the system clock), which a typo
+/// would make look fresh for years.
 pub fn lint(files: &[SourceFile]) -> Vec<Problem> {
-    bounded(check::build(files).1)
+    lint_as_of(files, today())
+}
+
+/// [`lint`] with today's date given (`None`: no check against the clock).
+pub fn lint_as_of(files: &[SourceFile], today: Option<PartialDate>) -> Vec<Problem> {
+    bounded(check::build(files, today).1)
+}
+
+/// Today's date by the system clock (UTC); `None` if the clock is before 1970.
+pub fn today() -> Option<PartialDate> {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?
+        .as_secs();
+    Some(PartialDate::from_days((secs / 86_400) as i64))
+}
+
+/// After how many days the database is old enough that a release newer than any it
+/// knows may well exist: `query` then says so when it is asked about one.
+pub const STALE_AFTER_DAYS: i64 = 90;
+
+/// Whether a database dated `date` is older than [`STALE_AFTER_DAYS`] on `today`; false
+/// when either is unknown.
+pub fn is_stale(date: Option<PartialDate>, today: Option<PartialDate>) -> bool {
+    match (date, today) {
+        (Some(d), Some(t)) => t.days() - d.days() > STALE_AFTER_DAYS,
+        _ => false,
+    }
 }
 
 /// Every problem's message terminal-safe, and cut to an excerpt when it is long: a message

@@ -8,8 +8,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::model::{
-    Architecture, ComputeCapability, CudaVersion, CudnnVersion, DriverVersion, Manylinux, NcclVersion,
-    PartialDate, PythonTag, Variant, Version, VersionSpecifiers,
+    Architecture, ComputeCapability, CudaVersion, CudnnVersion, DriverVersion, GlibcVersion, Manylinux,
+    NcclVersion, PartialDate, PythonTag, Variant, Version, VersionSpecifiers,
 };
 
 /// Where a fact comes from.
@@ -37,6 +37,11 @@ pub struct PythonRelease {
     /// A free-threaded (PEP 703) build of this line exists.
     #[serde(default)]
     pub free_threaded: bool,
+    /// The date this record's facts were last checked against their sources
+    /// (`YYYY-MM-DD`). Required in every record file (the linter reports a missing one);
+    /// absent only for records made at run time (an installed torch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checked: Option<PartialDate>,
     /// Facts not checked against a primary source, by key.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unverified: Vec<String>,
@@ -78,15 +83,17 @@ pub struct CudaRelease {
     /// Targets nvcc still accepts but warns will be removed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub deprecated: Vec<ComputeCapability>,
+    /// The date this record's facts were last checked against their sources
+    /// (`YYYY-MM-DD`). Required in every record file (the linter reports a missing one);
+    /// absent only for records made at run time (an installed torch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checked: Option<PartialDate>,
     /// Facts not checked against a primary source, by key.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unverified: Vec<String>,
     /// Anything a curator should know.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notes: Option<String>,
-    /// The day the record's facts were last checked against their sources.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub checked: Option<PartialDate>,
     /// Where the facts come from (required; the checker reports an empty list).
     #[serde(default)]
     pub sources: Vec<Source>,
@@ -105,15 +112,17 @@ pub struct CudnnRelease {
     /// Release date.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub released: Option<PartialDate>,
+    /// The date this record's facts were last checked against their sources
+    /// (`YYYY-MM-DD`). Required in every record file (the linter reports a missing one);
+    /// absent only for records made at run time (an installed torch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checked: Option<PartialDate>,
     /// Facts not checked against a primary source, by key.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unverified: Vec<String>,
     /// Anything a curator should know.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notes: Option<String>,
-    /// The day the record's facts were last checked against their sources.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub checked: Option<PartialDate>,
     /// Where the facts come from (required; the checker reports an empty list).
     #[serde(default)]
     pub sources: Vec<Source>,
@@ -163,6 +172,11 @@ pub struct DriverBranch {
     /// CUDA releases (major.minor) whose `cuda-compat` package supports this branch as host.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub forward_compat: Vec<CudaVersion>,
+    /// The date this record's facts were last checked against their sources
+    /// (`YYYY-MM-DD`). Required in every record file (the linter reports a missing one);
+    /// absent only for records made at run time (an installed torch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checked: Option<PartialDate>,
     /// Facts not checked against a primary source, by key.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unverified: Vec<String>,
@@ -246,15 +260,17 @@ pub struct Gpu {
     /// The host CPU architecture when the GPU comes with its own CPU (GH200: `aarch64`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_arch: Option<String>,
+    /// The date this record's facts were last checked against their sources
+    /// (`YYYY-MM-DD`). Required in every record file (the linter reports a missing one);
+    /// absent only for records made at run time (an installed torch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checked: Option<PartialDate>,
     /// Facts not checked against a primary source, by key.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unverified: Vec<String>,
     /// Anything a curator should know.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notes: Option<String>,
-    /// The day the record's facts were last checked against their sources.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub checked: Option<PartialDate>,
     /// Where the facts come from (required; the checker reports an empty list).
     #[serde(default)]
     pub sources: Vec<Source>,
@@ -275,8 +291,16 @@ pub struct TorchRelease {
     pub requires_python: VersionSpecifiers,
     /// CPython tags of the Linux x86_64 wheels.
     pub python: Vec<PythonTag>,
-    /// Platform tag of the Linux x86_64 wheels: sets the glibc floor.
+    /// Platform tag of the Linux x86_64 wheels: the glibc pip requires to install them.
     pub manylinux: Manylinux,
+    /// The glibc the wheels' libraries really need, where it is known and the tag says
+    /// less (`manylinux1` wheels whose libraries need `GLIBC_2.17`): the floor is the
+    /// higher of the two.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub glibc: Option<GlibcVersion>,
+    /// Which fact `glibc` comes from; required with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub glibc_from: Option<GlibcBasis>,
     /// The variant `pip install torch` gets from PyPI.
     pub pypi_default: Variant,
     /// Matching torchvision.
@@ -290,6 +314,11 @@ pub struct TorchRelease {
     pub triton: Option<Version>,
     /// The builds.
     pub variants: Vec<TorchVariant>,
+    /// The date this record's facts were last checked against their sources
+    /// (`YYYY-MM-DD`). Required in every record file (the linter reports a missing one);
+    /// absent only for records made at run time (an installed torch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checked: Option<PartialDate>,
     /// Facts not checked against a primary source, by key.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unverified: Vec<String>,
@@ -299,6 +328,39 @@ pub struct TorchRelease {
     /// Where the facts come from (required; the checker reports an empty list).
     #[serde(default)]
     pub sources: Vec<Source>,
+}
+
+/// Where a torch release's `glibc` floor comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GlibcBasis {
+    /// The `GLIBC_x.y` symbol versions that the ELF files of the Linux x86_64 wheel need
+    /// (their `.gnu.version_r` sections), read from the wheel itself.
+    WheelSymbols,
+    /// PyTorch's release notes or RELEASE.md, where the wheel was not read.
+    ReleaseNotes,
+}
+
+impl GlibcBasis {
+    /// The schema's word for it.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            GlibcBasis::WheelSymbols => "wheel-symbols",
+            GlibcBasis::ReleaseNotes => "release-notes",
+        }
+    }
+}
+
+impl TorchRelease {
+    /// The oldest glibc the Linux wheels install and run on: the higher of the platform
+    /// tag's floor and the recorded `glibc`.
+    pub fn glibc_floor(&self) -> GlibcVersion {
+        let tag = self.manylinux.glibc();
+        match &self.glibc {
+            Some(g) if *g > tag => g.clone(),
+            _ => tag,
+        }
+    }
 }
 
 /// One build of a torch release (`2.4.1+cu121`).
@@ -417,6 +479,11 @@ pub struct Image {
     /// `NVIDIA_REQUIRE_CUDA` as set in the image.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub require_cuda: Option<String>,
+    /// The date this record's facts were last checked against their sources
+    /// (`YYYY-MM-DD`). Required in every record file (the linter reports a missing one);
+    /// absent only for records made at run time (an installed torch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checked: Option<PartialDate>,
     /// Facts not checked against a primary source, by key.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unverified: Vec<String>,
@@ -537,6 +604,11 @@ pub struct Package {
     /// Environment variables its build reads.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub env: Vec<BuildEnv>,
+    /// The date this record's facts were last checked against their sources
+    /// (`YYYY-MM-DD`). Required in every record file (the linter reports a missing one);
+    /// absent only for records made at run time (an installed torch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checked: Option<PartialDate>,
     /// Facts not checked against a primary source, by key.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unverified: Vec<String>,

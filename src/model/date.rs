@@ -68,6 +68,48 @@ impl FromStr for PartialDate {
     }
 }
 
+impl PartialDate {
+    /// A full date (`YYYY-MM-DD`) from days since 1970-01-01 (Howard Hinnant's
+    /// civil-from-days algorithm).
+    pub fn from_days(days: i64) -> PartialDate {
+        let z = days + 719_468;
+        let era = z.div_euclid(146_097);
+        let doe = z - era * 146_097;
+        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+        let mp = (5 * doy + 2) / 153;
+        let day = doy - (153 * mp + 2) / 5 + 1;
+        let month = if mp < 10 { mp + 3 } else { mp - 9 };
+        let year = yoe + era * 400 + i64::from(month <= 2);
+        PartialDate {
+            year: year.clamp(0, 9999) as u16,
+            month: Some(month as u8),
+            day: Some(day as u8),
+        }
+    }
+
+    /// Days since 1970-01-01 of the first day the date covers (`2026-06` is 2026-06-01).
+    pub fn days(&self) -> i64 {
+        let (y, m, d) = (
+            i64::from(self.year),
+            i64::from(self.month.unwrap_or(1)),
+            i64::from(self.day.unwrap_or(1)),
+        );
+        let y = if m <= 2 { y - 1 } else { y };
+        let era = y.div_euclid(400);
+        let yoe = y - era * 400;
+        let mp = (m + 9) % 12;
+        let doy = (153 * mp + 2) / 5 + d - 1;
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+        era * 146_097 + doe - 719_468
+    }
+
+    /// Whether the date has a day (`YYYY-MM-DD`).
+    pub fn is_full(&self) -> bool {
+        self.day.is_some()
+    }
+}
+
 impl fmt::Display for PartialDate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{:04}", self.year)?;
@@ -115,5 +157,18 @@ mod tests {
             assert!(bad.parse::<PartialDate>().is_err(), "{bad}");
         }
         assert!("2026-06".parse::<PartialDate>().unwrap() < "2026-06-01".parse().unwrap());
+    }
+
+    #[test]
+    fn days_round_trip() {
+        let d = |s: &str| s.parse::<PartialDate>().unwrap();
+        assert_eq!(d("1970-01-01").days(), 0);
+        assert_eq!(d("2026-12-01").days() - d("2026-09-02").days(), 90);
+        assert_eq!(d("2024-03-01").days() - d("2024-02-28").days(), 2);
+        assert_eq!(d("2026-06").days(), d("2026-06-01").days());
+        for s in ["1970-01-01", "2000-02-29", "2026-12-01", "2099-12-31"] {
+            assert_eq!(PartialDate::from_days(d(s).days()).to_string(), s);
+        }
+        assert!(d("2026-12-01").is_full() && !d("2026-12").is_full());
     }
 }

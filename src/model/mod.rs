@@ -36,7 +36,7 @@ pub use cc::{ArchSuffix, Architecture, ComputeCapability};
 pub use date::PartialDate;
 pub use dotted::{CudaVersion, CudnnVersion, Dotted, DriverVersion, GlibcVersion, NcclVersion};
 pub use error::ParseError;
-pub use os::{glibc_of_os, known_os};
+pub use os::{glibc_of_os, known_os, oldest_os_with};
 pub use pep440::{
     Operator, Version, VersionSpecifier, VersionSpecifiers, local_variant, parse_specifiers, parse_version,
     public,

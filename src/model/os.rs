@@ -51,6 +51,27 @@ pub fn glibc_of_os(name: &str) -> Option<GlibcVersion> {
         .map(|(_, (a, b))| GlibcVersion::from_major_minor(*a, *b))
 }
 
+/// The oldest Ubuntu and RHEL releases whose glibc is at least `glibc`, as people write
+/// them (`Ubuntu 20.04`, `RHEL/Rocky 8`), for suggestions; those the table has.
+pub fn oldest_os_with(glibc: &GlibcVersion) -> Vec<String> {
+    let oldest = |prefix: &str| {
+        TABLE
+            .iter()
+            .filter(|(_, (a, b))| GlibcVersion::from_major_minor(*a, *b) >= *glibc)
+            .filter_map(|(names, v)| names.iter().find(|n| n.starts_with(prefix)).map(|n| (v, n)))
+            .min_by_key(|(v, _)| **v)
+            .map(|(_, n)| n[prefix.len()..].to_string())
+    };
+    let mut out = Vec::new();
+    if let Some(v) = oldest("ubuntu") {
+        out.push(format!("Ubuntu {v}"));
+    }
+    if let Some(v) = oldest("rhel") {
+        out.push(format!("RHEL {v}"));
+    }
+    out
+}
+
 /// Every name [`glibc_of_os`] knows, for messages.
 pub fn known_os() -> Vec<&'static str> {
     TABLE.iter().map(|(names, _)| names[0]).collect()
@@ -68,5 +89,13 @@ mod tests {
         assert_eq!(glibc_of_os("rocky-9").unwrap().to_string(), "2.34");
         assert_eq!(glibc_of_os("centos7").unwrap().to_string(), "2.17");
         assert!(glibc_of_os("windows").is_none());
+    }
+
+    #[test]
+    fn oldest_releases_for_a_floor() {
+        let g = |s: &str| s.parse::<GlibcVersion>().unwrap();
+        assert_eq!(oldest_os_with(&g("2.28")), ["Ubuntu 20.04", "RHEL 8"]);
+        assert_eq!(oldest_os_with(&g("2.17")), ["Ubuntu 18.04", "RHEL 7"]);
+        assert_eq!(oldest_os_with(&g("2.36")), ["Ubuntu 24.04"]);
     }
 }

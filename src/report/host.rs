@@ -270,7 +270,7 @@ pub fn doctor(
     if json_out {
         return write_json(
             out,
-            &json!({"schema_version": SCHEMA_VERSION, "host": h, "checks": checks, "overrides": h.overrides}),
+            &json!({"schema_version": SCHEMA_VERSION, "db_date": db.date(), "host": h, "checks": checks, "overrides": h.overrides}),
         );
     }
     host_lines(out, db, h)?;

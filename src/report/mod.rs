@@ -443,8 +443,12 @@ fn kind_stats(db: &Db) -> Vec<KindStats> {
 /// `gpuenv db stats`: coverage of the database.
 pub fn stats(out: &mut dyn Write, db: &Db, json_out: bool) -> io::Result<()> {
     let kinds = kind_stats(db);
+    let date = db.date();
     if json_out {
-        return write_json(out, &json!({"schema_version": SCHEMA_VERSION, "kinds": kinds}));
+        return write_json(
+            out,
+            &json!({"schema_version": SCHEMA_VERSION, "db_date": date, "kinds": kinds}),
+        );
     }
     writeln!(out, "{:<8} {:>7} {:>11}  newest", "kind", "records", "unverified")?;
     for k in &kinds {
@@ -459,7 +463,12 @@ pub fn stats(out: &mut dyn Write, db: &Db, json_out: bool) -> io::Result<()> {
     }
     let records: usize = kinds.iter().map(|k| k.records).sum();
     let unverified: usize = kinds.iter().map(|k| k.unverified_facts).sum();
-    writeln!(out, "{:<8} {records:>7} {unverified:>11}", "total")
+    writeln!(out, "{:<8} {records:>7} {unverified:>11}", "total")?;
+    writeln!(
+        out,
+        "date: {} (the newest `checked` of its records)",
+        date.map_or_else(|| "unknown".to_string(), |d| d.to_string())
+    )
 }
 
 /// `gpuenv db refresh`: what upstream proposes.

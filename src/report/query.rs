@@ -161,6 +161,7 @@ pub(crate) fn answer_json(q: &Query, a: &Answer, opts: &QueryOpts) -> Value {
         "query": describe(q),
         "readings": q.readings,
         "verdict": a.verdict,
+        "db_date": a.db_date,
         "findings": a.findings,
         "newer_conditional": a.newer_conditional().map(stack_json),
         "extensions_from": q.extensions_from,
@@ -193,15 +194,28 @@ pub fn query(out: &mut dyn Write, q: &Query, a: &Answer, opts: &QueryOpts) -> io
             Status::Incompatible => "incompatible",
         },
     )?;
+    let unknown = a.findings.iter().any(|f| f.code == "torch-release-unknown");
     writeln!(
         out,
         "{}",
         if runnable > 0 {
             format!(" ({runnable} build{} run)", if runnable == 1 { "" } else { "s" })
+        } else if unknown && a.stacks.is_empty() {
+            " (no release compat-db knows matches: the torch asked for is not judged)".to_string()
         } else {
             String::new()
         }
     )?;
+    // What the database cannot know, when there are builds to show as well (with none,
+    // these are listed with why nothing matches).
+    if !a.stacks.is_empty() && !a.findings.is_empty() {
+        writeln!(out)?;
+        for f in &a.findings {
+            write!(out, "  ")?;
+            opts.styles.paint(out, mark(f.severity))?;
+            writeln!(out, " {}: {}", f.code, f.message)?;
+        }
+    }
     if !builds.is_empty() {
         writeln!(out)?;
         let limit = if opts.limit == 0 { builds.len() } else { opts.limit };

@@ -6,15 +6,23 @@ use serde_json::json;
 
 use super::query::mark;
 use super::{SCHEMA_VERSION, Styles, write_json};
+use crate::model::PartialDate;
 use crate::resolve::Severity;
 use crate::verify::Verification;
 
-/// Prints a verification.
-pub fn verify(out: &mut dyn Write, v: &Verification, json_out: bool, styles: Styles) -> io::Result<()> {
+/// Prints a verification; `db_date` is the date of the database it was judged with.
+pub fn verify(
+    out: &mut dyn Write,
+    v: &Verification,
+    db_date: Option<PartialDate>,
+    json_out: bool,
+    styles: Styles,
+) -> io::Result<()> {
     if json_out {
         let mut doc = serde_json::to_value(v).map_err(io::Error::other)?;
         if let serde_json::Value::Object(m) = &mut doc {
             m.insert("schema_version".into(), json!(SCHEMA_VERSION));
+            m.insert("db_date".into(), json!(db_date));
         }
         return write_json(out, &doc);
     }

@@ -20,7 +20,7 @@ pub const CODES: &[(&str, &str)] = &[
     ),
     (
         "glibc-too-old",
-        "the wheels' manylinux tag needs a newer glibc than the host's",
+        "the wheels need a newer glibc than the host's: their manylinux tag, or the glibc their libraries need where that is higher",
     ),
     ("cpu-build", "a CPU-only build: it runs, but never on the GPU"),
     (
@@ -168,6 +168,15 @@ pub const CODES: &[(&str, &str)] = &[
     (
         "image-target-gpu-unknown",
         "a GPU of the target has no compat-db record: whether the image's torch runs on it is unknown",
+    ),
+    // The database itself.
+    (
+        "torch-release-unknown",
+        "the torch asked for is newer than every release compat-db knows: it is not judged; an updated database (`gpuenv db refresh`, `--db DIR`) can",
+    ),
+    (
+        "db-may-be-stale",
+        "compat-db is more than 90 days old and the question names a torch or driver newer than any it knows: releases since may change the answer",
     ),
 ];
 

@@ -42,6 +42,10 @@ pub trait Catalog {
     fn drivers(&self) -> &[DriverBranch];
     /// Python release lines, oldest first.
     fn python(&self) -> &[PythonRelease];
+    /// The database's date (the newest `checked` of its records), when known.
+    fn date(&self) -> Option<PartialDate> {
+        None
+    }
 }
 
 impl Catalog for Db {
@@ -56,6 +60,9 @@ impl Catalog for Db {
     }
     fn python(&self) -> &[PythonRelease] {
         &self.python
+    }
+    fn date(&self) -> Option<PartialDate> {
+        Db::date(self)
     }
 }
 
@@ -304,8 +311,12 @@ pub struct Answer {
     pub suggestions: Vec<Suggestion>,
     /// The graph the query used, when asked for.
     pub graph: Option<graph::Graph>,
-    /// Findings about the question as a whole: why no build matches what was asked.
+    /// Findings about the question as a whole: why no build matches what was asked, and
+    /// what the database cannot know (a torch newer than any it has, a database old
+    /// enough that newer releases may exist).
     pub findings: Vec<Finding>,
+    /// The database's date (see [`Catalog::date`]).
+    pub db_date: Option<PartialDate>,
 }
 
 impl Answer {
@@ -363,11 +374,11 @@ pub fn resolve_with(ix: &Index<'_>, q: &Query) -> Answer {
     let mut graph = q.want_graph.then(graph::Graph::default);
     let stacks = rules::search(ix, q, graph.as_mut());
     let verdict = stacks.first().map_or(Status::Incompatible, |s| s.status);
-    let findings = if stacks.is_empty() {
-        rules::no_build_findings(ix, q)
-    } else {
-        Vec::new()
-    };
+    // What the database cannot know first: it qualifies everything after it.
+    let mut findings = rules::currency_findings(ix, q);
+    if stacks.is_empty() {
+        findings.extend(rules::no_build_findings(ix, q));
+    }
     let suggestions = if verdict == Status::Compatible {
         Vec::new()
     } else if stacks.is_empty() {
@@ -381,6 +392,7 @@ pub fn resolve_with(ix: &Index<'_>, q: &Query) -> Answer {
         suggestions,
         graph,
         findings,
+        db_date: ix.cat.date(),
     }
 }
 
@@ -418,6 +430,9 @@ impl Catalog for Overlay<'_> {
     }
     fn python(&self) -> &[PythonRelease] {
         self.base.python()
+    }
+    fn date(&self) -> Option<PartialDate> {
+        self.base.date()
     }
 }
 
@@ -490,6 +505,9 @@ pub fn judge_installed(cat: &dyn Catalog, q: &Query, installed: &Installed) -> R
         torchaudio: known.and_then(|r| r.torchaudio.clone()),
         triton: None,
         variants: vec![variant],
+        checked: None,
+        glibc: None,
+        glibc_from: None,
         unverified: Vec::new(),
         notes: None,
         sources: known.map(|r| r.sources.clone()).unwrap_or_default(),

@@ -52,6 +52,26 @@ fn first_source(sources: &[crate::db::Source]) -> Option<&str> {
     sources.first().map(|s| s.url.as_str())
 }
 
+/// The source of a release's recorded glibc floor: the wheel it was read from (a
+/// `files.pythonhosted.org` address) or, for release notes, the first source; `None` when
+/// the floor is the tag's.
+fn glibc_source(rel: &TorchRelease) -> Option<&str> {
+    let tag = rel.manylinux.glibc();
+    rel.glibc.as_ref().filter(|g| **g > tag)?;
+    match rel.glibc_from? {
+        crate::db::GlibcBasis::WheelSymbols => rel
+            .sources
+            .iter()
+            .find(|s| s.url.ends_with(".whl"))
+            .map(|s| s.url.as_str()),
+        crate::db::GlibcBasis::ReleaseNotes => rel
+            .sources
+            .iter()
+            .find(|s| s.url.contains("RELEASE.md"))
+            .map(|s| s.url.as_str()),
+    }
+}
+
 /// The query's GPU models, each once (eight H100s are judged once).
 fn distinct_gpus(q: &Query) -> impl Iterator<Item = &Gpu> {
     q.gpus
@@ -128,34 +148,43 @@ fn eval_build(
     let name = build_name(rel, v);
     let mut f: Vec<Finding> = Vec::new();
     let manylinux = &rel.manylinux;
+    let glibc_floor = rel.glibc_floor();
     let mut needs = Needs {
         sass: v.sass.iter().map(|c| c.sm()).collect(),
         ptx: v.ptx.iter().map(|c| c.compute()).collect(),
-        glibc: manylinux.glibc().to_string(),
+        glibc: glibc_floor.to_string(),
         ..Needs::default()
     };
     let rel_source = first_source(&rel.sources);
     let arch_unverified = v.unverified.iter().any(|u| u == "sass" || u == "ptx");
 
-    // glibc: the manylinux tag is a floor, and pip refuses wheels above the host's glibc.
+    // glibc: the manylinux tag is a floor, and pip refuses wheels above the host's glibc;
+    // where the wheels' libraries need more than their tag says (`manylinux1` wheels that
+    // need GLIBC_2.17), pip installs them and `import torch` fails.
     if let Some((host, origin)) = &q.glibc {
-        if &manylinux.glibc() > host {
-            f.push(
-                finding(
-                    "glibc-too-old",
-                    Severity::Incompatible,
-                    format!(
-                        "torch {} wheels are {} and need glibc >= {}; the host ({origin}) has {host}",
-                        rel.version,
-                        manylinux,
-                        manylinux.glibc()
-                    ),
+        if &glibc_floor > host {
+            let message = if manylinux.glibc() > *host {
+                format!(
+                    "torch {} wheels are {} and need glibc >= {}; the host ({origin}) has {host}",
+                    rel.version, manylinux, glibc_floor
                 )
+            } else {
+                format!(
+                    "torch {} wheels are tagged {} (glibc {}), so pip installs them, but their libraries need glibc >= {glibc_floor} and `import torch` fails; the host ({origin}) has {host}",
+                    rel.version,
+                    manylinux,
+                    manylinux.glibc()
+                )
+            };
+            let mut found = finding("glibc-too-old", Severity::Incompatible, message)
                 .fact("glibc", host)
-                .fact("needs_glibc", manylinux.glibc())
+                .fact("needs_glibc", &glibc_floor)
                 .fact("manylinux", manylinux)
-                .source(rel_source),
-            );
+                .source(glibc_source(rel).or(rel_source));
+            if let (Some(_), Some(from)) = (&rel.glibc, rel.glibc_from) {
+                found = found.fact("needs_glibc_from", from.as_str());
+            }
+            f.push(found);
         }
     }
 
@@ -967,7 +996,7 @@ fn fast_status(ix: &Index<'_>, q: &Query, ctx: &DriverCtx<'_>, b: &BuildEntry<'_
     let v = b.v;
     let mut worst = Status::Compatible;
     if let Some((host, _)) = &q.glibc {
-        if b.rel.manylinux.glibc() > *host {
+        if b.rel.glibc_floor() > *host {
             return Status::Incompatible;
         }
     }
@@ -1387,4 +1416,99 @@ pub(crate) fn no_build_findings(ix: &Index<'_>, q: &Query) -> Vec<Finding> {
         }
     }
     out
+}
+
+/// What the database cannot know, as findings of the whole answer: `torch-release-unknown`
+/// when the torch pins match no release it has but admit one newer than its newest (the
+/// release is not judged), and `db-may-be-stale` when, on top of a torch or a driver newer
+/// than any it knows, the database is older than [`crate::db::STALE_AFTER_DAYS`].
+pub(crate) fn currency_findings(ix: &Index<'_>, q: &Query) -> Vec<Finding> {
+    let date = ix.cat.date();
+    let date_text = date.map_or_else(|| "undated".to_string(), |d| d.to_string());
+    let mut out = Vec::new();
+    let mut newer: Vec<String> = Vec::new();
+    let pins_text = || {
+        q.torch
+            .iter()
+            .map(|p| format!("{} ({})", p.specifiers, p.origin))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if let Some(newest) = ix.cat.torch().last().filter(|_| !q.torch.is_empty()) {
+        if admits_newer_torch(q, &newest.version) {
+            newer.push(format!(
+                "torch {} admits releases newer than its newest, {}",
+                pins_text(),
+                newest.version
+            ));
+            let known = ix
+                .cat
+                .torch()
+                .iter()
+                .any(|r| q.torch.iter().all(|p| p.specifiers.contains(&r.version)));
+            if !known {
+                out.push(
+                    finding(
+                        "torch-release-unknown",
+                        Severity::Warning,
+                        format!(
+                            "compat-db knows no torch release matching {}: its newest torch is {} (database dated {date_text}), so the release asked for is not judged, neither compatible nor incompatible. If it has been released, `gpuenv db refresh` proposes its records from PyPI, and `--db DIR` answers from an updated copy of the database",
+                            pins_text(),
+                            newest.version
+                        ),
+                    )
+                    .fact("asked", pins_text())
+                    .fact("newest_known", &newest.version)
+                    .fact("db_date", &date_text),
+                );
+            }
+        }
+    }
+    if let (Some(d), Some(newest)) = (&q.driver, ix.cat.drivers().last()) {
+        if d.branch() > newest.branch {
+            newer.push(format!(
+                "driver {d} is of branch R{}, newer than its newest, R{}",
+                d.branch(),
+                newest.branch
+            ));
+        }
+    }
+    if let (Some(d), Some(today)) = (date, q.today) {
+        if crate::db::is_stale(Some(d), Some(today)) && !newer.is_empty() {
+            let age = today.days() - d.days();
+            out.push(
+                finding(
+                    "db-may-be-stale",
+                    Severity::Warning,
+                    format!(
+                        "compat-db is dated {d}, {age} days before today ({today}), and the question goes past what it knows: {}. Releases since then may change this answer. Update it: `gpuenv db refresh` proposes new torch records from PyPI, and `--db DIR` answers from an updated copy of the database",
+                        newer.join("; ")
+                    ),
+                )
+                .fact("db_date", d)
+                .fact("today", today)
+                .fact("age_days", age)
+                .fact("newer", newer.join("; ")),
+            );
+        }
+    }
+    out
+}
+
+/// Whether the torch pins admit a release newer than `newest`: the next patch, minor or
+/// major release, or a version a pin names.
+fn admits_newer_torch(q: &Query, newest: &Version) -> bool {
+    let r = newest.release();
+    let part = |i: usize| r.get(i).copied().unwrap_or(0);
+    let mut candidates = vec![
+        Version::new([part(0), part(1), part(2) + 1]),
+        Version::new([part(0), part(1) + 1, 0]),
+        Version::new([part(0) + 1, 0, 0]),
+    ];
+    for p in &q.torch {
+        candidates.extend(p.specifiers.iter().map(|s| s.version().clone()));
+    }
+    candidates
+        .into_iter()
+        .any(|c| crate::model::public(&c) > *newest && q.torch.iter().all(|p| p.specifiers.contains(&c)))
 }

@@ -172,11 +172,21 @@ pub(crate) fn suggest(ix: &Index<'_>, q: &Query, verdict: Status) -> Vec<Suggest
                 .builds()
                 .iter()
                 .find(|b| b.rel.version == v.torch && b.v.tag == v.variant)
-                .map(|b| b.rel.manylinux.glibc().to_string())
+                .map(|b| b.rel.glibc_floor());
+            let examples = glibc
+                .as_ref()
+                .map(|g| {
+                    crate::model::oldest_os_with(g)
+                        .iter()
+                        .map(|os| format!("{os} or newer"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                })
                 .unwrap_or_default();
+            let glibc = glibc.map(|g| g.to_string()).unwrap_or_default();
             push(Suggestion {
                 kind: "os",
-                change: format!("an OS with glibc >= {glibc} (Ubuntu 20.04 or newer, RHEL/Rocky 8 or newer)"),
+                change: format!("an OS with glibc >= {glibc} ({examples})"),
                 gives: format!("{} is {}", build(&v), v.status),
                 status: v.status,
             });

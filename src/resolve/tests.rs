@@ -27,9 +27,9 @@ fn cuda(version: &str, native: &str, floor: Option<&str>, sass: &[&str]) -> Cuda
         family_min_driver_windows: None,
         sass: sass.iter().map(|s| s.parse().unwrap()).collect(),
         deprecated: vec![],
+        checked: None,
         unverified: vec![],
         notes: None,
-        checked: None,
         sources: src(),
     }
 }
@@ -45,6 +45,7 @@ fn branch(b: u32, archs: &[Architecture], fc: &[&str]) -> DriverBranch {
         end_of_life: None,
         architectures: archs.to_vec(),
         forward_compat: fc.iter().map(|c| c.parse().unwrap()).collect(),
+        checked: None,
         unverified: vec![],
         notes: None,
         sources: src(),
@@ -68,9 +69,9 @@ fn gpu(name: &str, cc: &str, segment: Segment) -> Gpu {
         forward_compat: segment == Segment::Datacenter,
         tdp_w: None,
         host_arch: None,
+        checked: None,
         unverified: vec![],
         notes: None,
-        checked: None,
         sources: src(),
     }
 }
@@ -106,6 +107,9 @@ fn torch(version: &str, python: &[&str], variants: Vec<TorchVariant>) -> TorchRe
         torchaudio: None,
         triton: None,
         variants,
+        checked: None,
+        glibc: None,
+        glibc_from: None,
         unverified: vec![],
         notes: None,
         sources: src(),
@@ -156,6 +160,8 @@ fn base_db() -> Db {
                 released: "2020".parse().unwrap(),
                 end_of_life: "2030".parse().unwrap(),
                 free_threaded: false,
+                // The database's date: the newest `checked` (see the staleness tests).
+                checked: Some("2026-06-01".parse().unwrap()),
                 unverified: vec![],
                 notes: None,
                 sources: src(),
@@ -598,4 +604,148 @@ fn an_installed_build_is_judged_whatever_its_variant() {
     assert!(cuda.findings.iter().any(|f| f.code == "no-cuda-device"));
     let cpu = judge_installed(db, &none, &installed("2.5.1", None)).unwrap();
     assert_eq!(cpu.status, Status::Compatible);
+}
+
+fn pin(spec: &str) -> Pin {
+    Pin {
+        specifiers: spec.parse().unwrap(),
+        variant: None,
+        marker: None,
+        origin: "--torch".into(),
+    }
+}
+
+fn answer_codes(a: &Answer) -> Vec<&'static str> {
+    a.findings.iter().map(|f| f.code).collect()
+}
+
+/// The database of these tests is dated 2026-06-01 and knows torch up to 2.7.0.
+fn dated_db() -> Db {
+    let mut db = base_db();
+    db.torch = vec![torch(
+        "2.7.0",
+        &["cp311"],
+        vec![variant("cu128", &["8.0", "9.0", "10.0", "12.0"], &[])],
+    )];
+    assert_eq!(db.date(), Some("2026-06-01".parse().unwrap()));
+    db
+}
+
+#[test]
+fn an_unknown_newer_torch_is_not_judged_whatever_the_date() {
+    let db = dated_db();
+    for today in ["2026-06-15", "2026-12-01"] {
+        let q = Query {
+            torch: vec![pin("==2.8.*")],
+            today: Some(today.parse().unwrap()),
+            ..Query::default()
+        };
+        let a = resolve(&db, &q);
+        assert!(a.stacks.is_empty(), "{today}");
+        let codes = answer_codes(&a);
+        assert!(codes.contains(&"torch-release-unknown"), "{today}: {codes:?}");
+        assert!(codes.contains(&"no-matching-build"), "{today}: {codes:?}");
+        let unknown = a
+            .findings
+            .iter()
+            .find(|f| f.code == "torch-release-unknown")
+            .unwrap();
+        assert_eq!(unknown.severity, Severity::Warning);
+        assert!(unknown.message.contains("not judged"), "{}", unknown.message);
+        assert!(
+            unknown.message.contains("gpuenv db refresh"),
+            "{}",
+            unknown.message
+        );
+        assert!(unknown.message.contains("--db DIR"), "{}", unknown.message);
+        assert_eq!(unknown.facts["newest_known"], "2.7.0");
+        assert_eq!(unknown.facts["db_date"], "2026-06-01");
+        assert_eq!(a.db_date, Some("2026-06-01".parse().unwrap()));
+    }
+}
+
+#[test]
+fn a_stale_database_says_so_only_when_asked_past_it() {
+    let db = dated_db();
+    let q = |torch: &str, driver: Option<&str>, today: &str| Query {
+        torch: vec![pin(torch)],
+        driver: driver.map(|d| d.parse().unwrap()),
+        gpus: vec![ask(gpu("H100", "9.0", Segment::Datacenter))],
+        today: Some(today.parse().unwrap()),
+        ..Query::default()
+    };
+    let stale = |a: &Answer| answer_codes(a).contains(&"db-may-be-stale");
+
+    // 2026-12-01 is 183 days after the database's date.
+    let a = resolve(&db, &q("==2.8.*", None, "2026-12-01"));
+    assert!(stale(&a));
+    let f = a.findings.iter().find(|f| f.code == "db-may-be-stale").unwrap();
+    assert_eq!(f.facts["age_days"], "183");
+    assert!(
+        f.message.contains("gpuenv db refresh") && f.message.contains("--db DIR"),
+        "{}",
+        f.message
+    );
+
+    // A pin that admits a newer release, though it matches a known one: the known builds
+    // keep the verdict the rules give, and the answer says the database may be behind.
+    let fresh = resolve(&db, &q(">=2.7", Some("570.26"), "2026-06-15"));
+    let old = resolve(&db, &q(">=2.7", Some("570.26"), "2026-12-01"));
+    assert!(!stale(&fresh), "{:?}", answer_codes(&fresh));
+    assert!(stale(&old));
+    assert_eq!(fresh.verdict, Status::Compatible);
+    assert_eq!(old.verdict, fresh.verdict);
+    assert_eq!(old.stacks.len(), fresh.stacks.len());
+    assert!(!answer_codes(&old).contains(&"torch-release-unknown"));
+
+    // A driver of a branch newer than any record.
+    assert!(stale(&resolve(&db, &q("==2.7.0", Some("590.10"), "2026-12-01"))));
+    assert!(!stale(&resolve(&db, &q("==2.7.0", Some("590.10"), "2026-06-15"))));
+
+    // Nothing past the database asked: no word about its age, however old.
+    assert!(!stale(&resolve(&db, &q("==2.7.0", Some("570.26"), "2027-06-01"))));
+
+    // More than 90 days: 2026-08-30 is the 90th day after 2026-06-01, 2026-08-31 the 91st.
+    assert!(!stale(&resolve(&db, &q("==2.8.*", None, "2026-08-30"))));
+    assert!(stale(&resolve(&db, &q("==2.8.*", None, "2026-08-31"))));
+
+    // No date for today (a library caller that gives none): never stale.
+    let mut undated = q("==2.8.*", None, "2026-12-01");
+    undated.today = None;
+    assert!(!stale(&resolve(&db, &undated)));
+}
+
+#[test]
+fn a_recorded_glibc_floor_above_the_tag_decides() {
+    let mut db = base_db();
+    let mut rel = torch("2.5.1", &["cp311"], vec![variant("cu124", &["8.0", "9.0"], &[])]);
+    rel.manylinux = "manylinux1_x86_64".parse().unwrap();
+    rel.glibc = Some("2.17".parse().unwrap());
+    rel.glibc_from = Some(crate::db::GlibcBasis::WheelSymbols);
+    assert_eq!(rel.glibc_floor().to_string(), "2.17");
+    db.torch = vec![rel];
+    let q = |glibc: &str| Query {
+        glibc: Some((glibc.parse().unwrap(), "--glibc".into())),
+        ..Query::default()
+    };
+    let a = resolve(&db, &q("2.16"));
+    assert_eq!(a.verdict, Status::Incompatible);
+    let f = a.stacks[0]
+        .findings
+        .iter()
+        .find(|f| f.code == "glibc-too-old")
+        .unwrap();
+    assert_eq!(f.facts["needs_glibc"], "2.17");
+    assert_eq!(f.facts["needs_glibc_from"], "wheel-symbols");
+    assert!(f.message.contains("pip installs them"), "{}", f.message);
+    assert_eq!(a.stacks[0].needs.glibc, "2.17");
+    // The tag alone (glibc 2.5) would have let it through; the fast path agrees.
+    let ix = Index::new(&db);
+    assert!(
+        verdicts(&ix, &q("2.16"))
+            .iter()
+            .all(|v| v.status == Status::Incompatible)
+    );
+    let a = resolve(&db, &q("2.17"));
+    assert!(!a.stacks[0].findings.iter().any(|f| f.code == "glibc-too-old"));
 }

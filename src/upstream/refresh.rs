@@ -503,6 +503,10 @@ fn new_record(f: &TorchFacts, previous: Option<&TorchRelease>) -> TorchRelease {
         torchaudio: f.torchaudio.clone(),
         triton: b.triton,
         variants,
+        // What PyPI says was read today; the curator resets it after reviewing the rest.
+        checked: crate::db::today(),
+        glibc: None,
+        glibc_from: None,
         unverified,
         notes: Some(notes.join(" ")),
         sources,

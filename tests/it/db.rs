@@ -98,6 +98,7 @@ fn lint_reports_every_planted_problem() {
         })
         .collect();
     let planted = [
+        ("cuda/12.3.0.toml", "bad-value", "checked"),
         ("cuda/12.4.0.toml", "unknown-key", "colour"),
         ("cuda/12.4.0.toml", "bad-value", "min_driver_linux"),
         ("cuda/12.5.0.toml", "overlapping-range", "min_driver_linux"),
@@ -108,17 +109,21 @@ fn lint_reports_every_planted_problem() {
         ("gpu/h100-pcie.toml", "inconsistent", "architecture"),
         ("gpu/h100-pcie.toml", "bad-value", "unverified[0]"),
         ("gpu/h100-pcie.toml", "duplicate-alias", "aliases[1]"),
+        ("torch/2.13.0.toml", "missing-key", "glibc"),
+        ("torch/2.13.0.toml", "dangling-reference", "variants[0].cudart"),
         ("torch/2.4.1.toml", "dangling-reference", "variants[0].cuda"),
         ("torch/2.4.1.toml", "dangling-reference", "variants[0].cudnn"),
         ("torch/2.4.1.toml", "dangling-reference", "pypi_default"),
         ("torch/2.4.1.toml", "inconsistent", "variants[1].cudnn"),
         ("driver/r545.toml", "inconsistent", "latest_version"),
         ("driver/r550.toml", "overlapping-range", "first_version"),
+        ("driver/r550.toml", "missing-key", "checked"),
         ("python/3.12.toml", "syntax", ""),
         ("python/3-11.toml", "layout", ""),
         ("python/3.11.toml", "duplicate-id", "version"),
         ("image/pytorch-broken.toml", "missing-key", "tag"),
         ("image/pytorch-broken.toml", "dangling-reference", "torch"),
+        ("image/pytorch-broken.toml", "dangling-reference", "min_driver"),
         ("misc/stray.toml", "layout", ""),
     ];
     for (file, kind, key) in planted {
@@ -146,8 +151,16 @@ fn human_lint_names_file_line_and_key() {
         "{}",
         run.stdout
     );
+    // The dangling cudart is named by file, line and key, as every problem is.
     assert!(
-        run.stdout.trim_end().ends_with("problems in 14 record files"),
+        run.stdout.lines().any(|l| l
+            == "torch/2.13.0.toml:14: dangling-reference: `variants[0].cudart`: cudart 12.3.2 names \
+                CUDA toolkit release 12.3.2, which has no `cuda/12.3.2.toml` record"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.trim_end().ends_with("problems in 15 record files"),
         "{}",
         run.stdout
     );
@@ -159,7 +172,7 @@ fn a_broken_db_refuses_to_load_with_exit_2() {
     let run = gpuenv(&["show", "gpu", "h100", "--db", dir.to_str().unwrap()]);
     assert_eq!(run.code, 2);
     assert!(
-        run.stderr.contains("the database has 22 problems"),
+        run.stderr.contains("the database has 26 problems"),
         "{}",
         run.stderr
     );
@@ -219,22 +232,22 @@ fn lint_reports_every_planted_package_problem_with_file_line_and_key() {
     let planted: &[(&str, Option<u64>, &str, &str)] = &[
         ("package/apex.toml", Some(4), "bad-value", "build_options[0]"),
         ("package/apex.toml", Some(5), "bad-value", "build_requires[0]"),
-        ("package/apex.toml", Some(13), "bad-value", "env[1].name"),
-        ("package/apex.toml", Some(18), "duplicate-id", "env[2].name"),
+        ("package/apex.toml", Some(14), "bad-value", "env[1].name"),
+        ("package/apex.toml", Some(19), "duplicate-id", "env[2].name"),
         ("package/causal.conv1d.toml", None, "layout", ""),
         ("package/causal.conv1d.toml", Some(1), "duplicate-id", "name"),
         ("package/deepspeed.toml", Some(2), "inconsistent", "compiles"),
         ("package/deepspeed.toml", Some(5), "bad-value", "unverified[0]"),
         (
             "package/deepspeed.toml",
-            Some(14),
+            Some(15),
             "missing-sources",
             "sources[0].url",
         ),
         ("package/example.toml", Some(2), "bad-value", "compiles"),
         ("package/example.toml", Some(3), "bad-value", "nvcc_match"),
         ("package/example.toml", Some(4), "unknown-key", "colour"),
-        ("package/example.toml", Some(8), "bad-value", "env[0].role"),
+        ("package/example.toml", Some(9), "bad-value", "env[0].role"),
         (
             "package/example-missing.toml",
             Some(1),

@@ -3,6 +3,7 @@
 mod accept;
 mod codes;
 mod containers;
+mod currency;
 mod daemon;
 mod db;
 mod doctor;

@@ -302,6 +302,15 @@ fn glibc_floor() {
         "--torch", "2.6.0", "--cuda", "12.4", "--python", "3.11", "--os", "centos7",
     ]);
     assert_eq!(stack(&doc, "2.6.0", "cu124", "3.11")["status"], "compatible");
+    // Its manylinux1 tag says glibc 2.5, but its libraries need 2.17 (read from the wheel).
+    let (_, doc) = query(&[
+        "--torch", "2.6.0", "--cuda", "12.4", "--python", "3.11", "--glibc", "2.16",
+    ]);
+    has(
+        stack(&doc, "2.6.0", "cu124", "3.11"),
+        "glibc-too-old",
+        "incompatible",
+    );
     let (_, doc) = query(&[
         "--torch", "2.7.0", "--cuda", "12.6", "--python", "3.11", "--glibc", "2.28",
     ]);

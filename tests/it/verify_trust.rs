@@ -905,7 +905,7 @@ fn target_flags_are_read_as_query_reads_them() {
         &layers(Some(&cu124()), &[]),
     );
     for (driver, read_as) in [
-        ("535", "535.54.03"),
+        ("535", "535.43.02"),
         ("R550", "550.54.14"),
         ("r550", "550.54.14"),
         ("550.x", "550.54.14"),
@@ -917,6 +917,10 @@ fn target_flags_are_read_as_query_reads_them() {
     }
     let (_, doc) = verify(&[&image, "--driver", "535.104.05", "--gpu", "8x H800"]);
     assert_eq!(doc["target"]["driver"], "535.104.05");
+    // The database the image was judged with is dated, as in every JSON document.
+    let date = json(&gpuenv(&["db", "stats", "--json"]))["db_date"].clone();
+    assert!(date.is_string(), "{date}");
+    assert_eq!(doc["db_date"], date);
     assert_eq!(doc["target"]["gpus"], serde_json::json!(["8x H800"]));
     for gpu in ["H800x8", "8*H800", "8卡 H800", "8 x NVIDIA H800 80G"] {
         let (_, doc) = verify(&[&image, "--driver", "550.54.14", "--gpu", gpu]);
