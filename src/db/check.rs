@@ -974,6 +974,40 @@ fn check_images(
                 );
             }
         }
+        for (i, d) in im.forward_compat.iter().enumerate() {
+            let at = KeyPath::key("forward_compat").index(i);
+            if im.family != ImageFamily::Ngc {
+                ck.report(
+                    idx,
+                    at.clone(),
+                    ProblemKind::Inconsistent,
+                    "only an NGC release ships the cuda-compat libraries `forward_compat` is about",
+                );
+            }
+            if !drivers.is_empty() && !drivers.iter().any(|(_, b)| b.branch == d.branch()) {
+                ck.report(
+                    idx,
+                    at.clone(),
+                    ProblemKind::DanglingReference,
+                    format!(
+                        "driver {d} is of branch R{}, which has no `driver/r{}.toml` record",
+                        d.branch(),
+                        d.branch()
+                    ),
+                );
+            }
+            if im.min_driver.as_ref().is_some_and(|m| d.branch() >= m.branch()) {
+                ck.report(
+                    idx,
+                    at,
+                    ProblemKind::Inconsistent,
+                    format!(
+                        "R{} is not older than the branch of min_driver: forward compatibility is for branches the image's CUDA is too new for",
+                        d.branch()
+                    ),
+                );
+            }
+        }
         if let Some(p) = &im.python {
             let xy = &p.release()[..p.release().len().min(2)];
             if !python.iter().any(|(_, r)| r.version.release() == xy) {

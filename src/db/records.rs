@@ -479,6 +479,12 @@ pub struct Image {
     /// `NVIDIA_REQUIRE_CUDA` as set in the image.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub require_cuda: Option<String>,
+    /// The driver branches an NGC release runs on with data-center GPUs through the
+    /// `cuda-compat` libraries it ships, each as the earliest release NVIDIA names for it
+    /// (`535.86` for "535.86 or later R535"). A driver of another branch older than
+    /// `min_driver`, or any such driver on a GeForce or workstation board, fails.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub forward_compat: Vec<DriverVersion>,
     /// The date this record's facts were last checked against their sources
     /// (`YYYY-MM-DD`). Required in every record file (the linter reports a missing one);
     /// absent only for records made at run time (an installed torch).
