@@ -492,8 +492,16 @@ struct RefreshArgs {
 struct ShowArgs {
     /// The kind of record.
     kind: KindArg,
-    /// A name, alias, version or tag: `h100`, `12.4`, `2.4.1+cu121`, `r535`, `3.12`.
+    /// A name, alias, version or tag: `h100`, `12.4`, `2.4.1+cu121`, `r535`, `3.12`,
+    /// `pytorch:24.08-py3`.
     name: String,
+    /// With `show image`: judge the image on a host with this driver, from the catalog's
+    /// facts, without pulling it (`535`, `535.104.05`).
+    #[arg(long, value_name = "VERSION")]
+    driver: Option<String>,
+    /// With `show image`: a GPU of that host (repeatable, or `NAMExN`).
+    #[arg(long, value_name = "NAME")]
+    gpu: Vec<String>,
     /// Print a JSON document.
     #[arg(long)]
     json: bool,
@@ -656,17 +664,7 @@ fn dispatch(cli: &Cli, out: &mut dyn Write, styles: report::Styles) -> Result<Ex
             Ok(Exit::Ok)
         }
         Command::Man(args) => man(args, out),
-        Command::Show(args) => {
-            let db = open_db(&cli.db)?;
-            let found: Found<'_> = db.find(args.kind.into(), &args.name)?;
-            // A GPU name may cover several records: say which one is shown, and why.
-            let why = match found {
-                Found::Gpu(_) => db.gpu_match(&args.name).ok().and_then(|m| m.why),
-                _ => None,
-            };
-            report::show(out, found, why.as_deref(), args.json)?;
-            Ok(Exit::Ok)
-        }
+        Command::Show(args) => show(cli, args, out, styles),
     }
 }
 
@@ -743,31 +741,7 @@ fn verify(
         };
         target = Target::from_host(&db, &host_args.report(&[], &db)?);
     }
-    // Read as `query` reads them: a branch as its earliest release, names by their words.
-    if let Some(d) = &args.driver {
-        let (driver, reading) = stack::driver_ask(&db, "--driver", d)?;
-        target.driver = Some(driver);
-        target.driver_cuda = None;
-        target.readings.extend(reading);
-        target.source = "the target given".into();
-    }
-    if !args.gpu.is_empty() {
-        target.gpus.clear();
-        for g in &args.gpu {
-            let (asks, readings) = stack::gpu_asks(&db, "--gpu", g)?;
-            target.gpus.extend(asks.into_iter().map(|a| (a, None)));
-            target.readings.extend(readings);
-        }
-        target.source = "the target given".into();
-    }
-    // What a flag gives is no longer missing on the host.
-    if args.driver.is_some() {
-        target.no_driver = None;
-    }
-    if !args.gpu.is_empty() {
-        target.no_gpu = None;
-        target.unknown_gpus.clear();
-    }
+    target_flags(&db, &mut target, args.driver.as_deref(), &args.gpu)?;
     let deadline = crate::deadline::Deadline::new(total, args.timeout.is_some());
     let file_source = !matches!(
         reference,
@@ -802,6 +776,67 @@ fn verify(
     })?;
     let v = crate::verify::judge(&db, &image, origin, expect, !args.no_infer, &target);
     report::verify(out, &v, db.date(), args.json, styles)?;
+    Ok(if v.failed { Exit::Findings } else { Exit::Ok })
+}
+
+/// `--driver` and `--gpu` over a target, read as `query` reads them: a branch as its
+/// earliest release, names by their words. What a flag gives is no longer missing.
+fn target_flags(
+    db: &Db,
+    target: &mut crate::verify::Target,
+    driver: Option<&str>,
+    gpus: &[String],
+) -> Result<(), CliError> {
+    if let Some(d) = driver {
+        let (driver, reading) = stack::driver_ask(db, "--driver", d)?;
+        target.driver = Some(driver);
+        target.driver_cuda = None;
+        target.readings.extend(reading);
+        target.source = "the target given".into();
+        target.no_driver = None;
+    }
+    if !gpus.is_empty() {
+        target.gpus.clear();
+        for g in gpus {
+            let (asks, readings) = stack::gpu_asks(db, "--gpu", g)?;
+            target.gpus.extend(asks.into_iter().map(|a| (a, None)));
+            target.readings.extend(readings);
+        }
+        target.source = "the target given".into();
+        target.no_gpu = None;
+        target.unknown_gpus.clear();
+    }
+    Ok(())
+}
+
+/// `show`: one record; an image with `--driver`/`--gpu` is also judged on that target from
+/// the catalog's facts, as `verify` would judge the image there.
+fn show(cli: &Cli, args: &ShowArgs, out: &mut dyn Write, styles: report::Styles) -> Result<Exit, CliError> {
+    let db = open_db(&cli.db)?;
+    let found: Found<'_> = db.find(args.kind.into(), &args.name)?;
+    let judged = args.driver.is_some() || !args.gpu.is_empty();
+    let Found::Image(rec) = found else {
+        if judged {
+            return Err(CliError::Usage(
+                "--driver and --gpu judge an image on a target: use them with `show image NAME`".into(),
+            ));
+        }
+        // A GPU name may cover several records: say which one is shown, and why.
+        let why = match found {
+            Found::Gpu(_) => db.gpu_match(&args.name).ok().and_then(|m| m.why),
+            _ => None,
+        };
+        report::show(out, found, why.as_deref(), args.json)?;
+        return Ok(Exit::Ok);
+    };
+    if !judged {
+        report::show(out, found, None, args.json)?;
+        return Ok(Exit::Ok);
+    }
+    let mut target = crate::verify::Target::default();
+    target_flags(&db, &mut target, args.driver.as_deref(), &args.gpu)?;
+    let v = crate::verify::catalog::judge(&db, rec, &args.name, &target);
+    report::show_judged(out, found, &v, db.date(), args.json, styles)?;
     Ok(if v.failed { Exit::Findings } else { Exit::Ok })
 }
 

@@ -660,23 +660,38 @@ impl Db {
         }
     }
 
-    /// Finds an image by id, `repository:tag` or tag; for `nvidia/cuda`, any tag of a family.
+    /// Finds an image by id, tag or `repository:tag`, as people write them: the repository
+    /// in full or by its last components (`pytorch:24.08-py3`, `nvidia/pytorch:24.08-py3`),
+    /// with a transport (`docker://`), a registry (`docker.io/`) or a digest, or an NGC
+    /// release alone (`24.08`); for `nvidia/cuda`, any tag of a family.
     pub fn image(&self, name: &str) -> Result<&Image, LookupError> {
-        let wanted = name.trim().trim_start_matches("docker.io/");
-        let n = normalize(wanted);
+        let wanted = image_name(name);
+        let n = normalize(&wanted);
+        // `repo:tag`: the tag follows the last `:` after the last `/`.
+        let (repo, tag) = match wanted.rsplit_once(':') {
+            Some((r, t)) if !t.contains('/') && !r.is_empty() => (Some(r), t),
+            _ => (None, wanted.as_str()),
+        };
+        let repo_fits =
+            |im: &Image| repo.is_none_or(|r| im.repository == r || im.repository.ends_with(&format!("/{r}")));
         for im in &self.images {
             let mut names = vec![im.id.clone()];
-            if let Some(tag) = &im.tag {
-                names.push(format!("{}:{tag}", im.repository));
-                names.push(tag.clone());
+            if let Some(t) = &im.tag {
+                names.push(format!("{}:{t}", im.repository));
+                if repo_fits(im) && normalize(t) == normalize(tag) {
+                    return Ok(im);
+                }
+                // An NGC release by its number: `24.08` is `24.08-py3`.
+                if repo.is_none() && im.family == ImageFamily::Ngc && t.strip_suffix("-py3") == Some(tag) {
+                    return Ok(im);
+                }
             }
-            if im.family == ImageFamily::NvidiaCuda {
+            if im.family == ImageFamily::NvidiaCuda && repo.is_some() && repo_fits(im) {
                 if let Some(c) = &im.cuda {
-                    names.push(format!("{}:{c}", im.repository));
-                    if let Some(rest) = wanted
-                        .strip_prefix("nvidia/cuda:")
-                        .and_then(|t| t.strip_prefix(&format!("{c}-")))
-                    {
+                    if tag == c.as_str() {
+                        return Ok(im);
+                    }
+                    if let Some(rest) = tag.strip_prefix(&format!("{c}-")) {
                         if nvidia_cuda_tag_matches(im, rest) {
                             return Ok(im);
                         }
@@ -705,6 +720,20 @@ impl Db {
             ambiguous: false,
         })
     }
+}
+
+/// An image name without what does not pick a record: a transport (`docker://`,
+/// `docker-daemon:`), Docker Hub's registry and `library/`, a digest.
+fn image_name(name: &str) -> String {
+    let mut s = name.trim();
+    for prefix in ["docker://", "docker-daemon:"] {
+        s = s.strip_prefix(prefix).unwrap_or(s);
+    }
+    for prefix in ["docker.io/", "index.docker.io/", "registry-1.docker.io/"] {
+        s = s.strip_prefix(prefix).unwrap_or(s);
+    }
+    s = s.strip_prefix("library/").unwrap_or(s);
+    s.split_once('@').map_or(s, |(n, _)| n).to_string()
 }
 
 /// Whether `rest` (what follows `<cuda>-` in an `nvidia/cuda` tag) is `[cudnn-]flavor-os`

@@ -47,7 +47,7 @@ pub use containers::{
 };
 pub use host::{check, doctor};
 pub use query::{QueryOpts, query};
-pub use verify::verify;
+pub use verify::{show_judged, verify};
 
 /// Version of every JSON document gpuenv prints. Bumped on any incompatible change.
 pub const SCHEMA_VERSION: u32 = 1;

@@ -157,6 +157,12 @@ pub fn verify(
     if let Some(u) = &f.user {
         writeln!(out, "user:       {}", if u.is_empty() { "root" } else { u })?;
     }
+    verdict(out, v, styles)
+}
+
+/// The target, the claims, the findings and the verdict: what `verify` and an image judged
+/// from the catalog share.
+pub(super) fn verdict(out: &mut dyn Write, v: &Verification, styles: Styles) -> io::Result<()> {
     if let Some(t) = &v.target {
         let mut have: Vec<String> = Vec::new();
         if let Some(d) = &t.driver {
@@ -243,9 +249,41 @@ pub fn verify(
     };
     write!(out, "verdict: ")?;
     styles.paint(out, "pass")?;
-    if v.covers.contains(&"claims") {
+    if v.covers.contains(&"catalog") {
+        writeln!(
+            out,
+            " on the target, from the catalog's facts: `gpuenv verify` reads what the image really holds"
+        )
+    } else if v.covers.contains(&"claims") {
         writeln!(out, " ({covered})")
     } else {
         writeln!(out, " of {covered} only: no claim was checked")
     }
+}
+
+/// An image record judged on a target from the catalog: the record, then the verdict.
+pub fn show_judged(
+    out: &mut dyn Write,
+    found: crate::db::Found<'_>,
+    v: &Verification,
+    db_date: Option<PartialDate>,
+    json_out: bool,
+    styles: Styles,
+) -> io::Result<()> {
+    if json_out {
+        let mut doc = super::show_json(found);
+        let mut verdict = serde_json::to_value(v).map_err(io::Error::other)?;
+        if let serde_json::Value::Object(m) = &mut verdict {
+            // The facts are the record's, already above.
+            m.remove("facts");
+        }
+        if let serde_json::Value::Object(m) = &mut doc {
+            m.insert("db_date".into(), json!(db_date));
+            m.insert("verdict".into(), verdict);
+        }
+        return write_json(out, &doc);
+    }
+    super::show(out, found, None, false)?;
+    writeln!(out)?;
+    verdict(out, v, styles)
 }

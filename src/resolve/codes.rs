@@ -166,6 +166,14 @@ pub const CODES: &[(&str, &str)] = &[
         "the target has no NVIDIA driver or no GPU: a CUDA build cannot use a GPU there",
     ),
     (
+        "image-forward-compat",
+        "the target's driver is too old for the image's CUDA, and the cuda-compat the image ships serves its branch: on data-center GPUs only",
+    ),
+    (
+        "catalog-fact-missing",
+        "an image judged from compat-db's catalog: the record lacks a fact the verdict needs, so that part is not judged",
+    ),
+    (
         "image-target-gpu-unknown",
         "a GPU of the target has no compat-db record: whether the image's torch runs on it is unknown",
     ),

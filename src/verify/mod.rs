@@ -14,6 +14,7 @@
 //! with no copy the loader finds fails, a target without a driver or a GPU fails every
 //! CUDA build, and a verdict reached with no claim checked says so ([`Verification::covers`]).
 
+pub mod catalog;
 pub mod paths;
 
 use std::io::Read;
@@ -361,7 +362,8 @@ pub struct Verification {
     /// How many claims were compared with something found in the image.
     pub claims_checked: usize,
     /// What the verdict covers: `claims` (when there were any), `consistency`, `target`
-    /// (when one was given). A pass says nothing of what is not listed.
+    /// (when one was given); `catalog` when the facts are compat-db's record of the image,
+    /// not read from it. A pass says nothing of what is not listed.
     pub covers: Vec<&'static str>,
     /// Findings, with the same codes as `query`.
     pub findings: Vec<Finding>,
@@ -501,7 +503,8 @@ pub fn judge(
     let (require, torch_on_target) = if target.is_empty() {
         (None, Vec::new())
     } else {
-        judge_target(db, &ix, &facts, target, &mut findings)
+        let shipped = ForwardCompat::from_facts(&facts);
+        judge_target(db, &ix, &facts, &shipped, true, target, &mut findings)
     };
 
     let mut covers = Vec::new();
@@ -889,16 +892,21 @@ fn image_cuda(facts: &ImageFacts) -> Option<(String, String)> {
 /// The target: whether the NVIDIA runtime starts the image there, and whether each torch
 /// runs there. A target without a driver or a GPU fails every CUDA build; one with a GPU
 /// compat-db does not know cannot confirm one.
-fn judge_target(
+pub(crate) fn judge_target(
     db: &Db,
     ix: &Index<'_>,
     facts: &ImageFacts,
+    shipped: &[ForwardCompat],
+    require_known: bool,
     target: &Target,
     findings: &mut Vec<Finding>,
 ) -> (Option<RequireOutcome>, Vec<Stack>) {
     let on = &target.source;
     let lacks = target.lacks();
     let mut require = None;
+    // The driver CUDA sees: the host's, or the image's cuda-compat where it serves the
+    // host's branch on data-center boards.
+    let mut driver = target.driver.clone();
     if let Some(lacks) = &lacks {
         // Nothing to hold NVIDIA_REQUIRE_* against, and nothing for CUDA to run on.
         for t in &facts.torch {
@@ -958,7 +966,9 @@ fn judge_target(
                 .collect(),
         };
         let outcome = crate::image::evaluate(&facts.env.all, &host);
-        if outcome.disabled {
+        if !require_known {
+            // Nothing read of what the runtime checks: no word on whether it starts.
+        } else if outcome.disabled {
             findings.push(finding(
                 "image-starts",
                 Severity::Warning,
@@ -988,7 +998,8 @@ fn judge_target(
                 ));
             }
         }
-        require = Some(outcome);
+        require = require_known.then_some(outcome);
+        driver = forward_compat(ix, facts, shipped, target, findings).or(driver);
         if !target.unknown_gpus.is_empty() {
             for t in facts.torch.iter().filter(|t| !t.cpu_only) {
                 findings.push(finding(
@@ -1005,7 +1016,7 @@ fn judge_target(
     }
     let q = Query {
         gpus: target.gpus.iter().map(|(g, _)| g.clone()).collect(),
-        driver: target.driver.clone(),
+        driver,
         ..Query::default()
     };
     let mut torch_on_target = Vec::new();
@@ -1030,6 +1041,132 @@ fn judge_target(
     (require, torch_on_target)
 }
 
+/// A `cuda-compat` user-mode driver an image ships, and the host branches it serves.
+#[derive(Debug, Clone)]
+pub(crate) struct ForwardCompat {
+    /// The driver it provides (`560.28.03`): what CUDA sees where it is used.
+    pub provides: DriverVersion,
+    /// The CUDA it provides.
+    pub cuda: Option<CudaVersion>,
+    /// Each host branch served, as its earliest release served (`535.86`; `535.0` where
+    /// only the branch is known).
+    pub hosts: Vec<DriverVersion>,
+    /// Where this was read.
+    pub source: String,
+}
+
+impl ForwardCompat {
+    /// The compat libraries detection found, with the branches their ELF notes list.
+    fn from_facts(facts: &ImageFacts) -> Vec<ForwardCompat> {
+        facts
+            .cuda_compat
+            .iter()
+            .filter_map(|c| {
+                let note = c.note.as_ref()?;
+                Some(ForwardCompat {
+                    provides: c.driver.clone()?,
+                    cuda: note.cuda_version.as_deref().and_then(|v| v.parse().ok()),
+                    hosts: note
+                        .driver_branches
+                        .iter()
+                        .filter_map(|b| format!("{b}.0").parse().ok())
+                        .collect(),
+                    source: format!("the ELF note of {}", c.path),
+                })
+            })
+            .collect()
+    }
+}
+
+/// Whether the image's `cuda-compat` serves the target's driver: it does on a branch it
+/// lists, from the release it names, for data-center boards only (others fail with CUDA
+/// error 804). Returns the driver CUDA then sees, when that is newer than the host's.
+fn forward_compat(
+    ix: &Index<'_>,
+    facts: &ImageFacts,
+    shipped: &[ForwardCompat],
+    target: &Target,
+    findings: &mut Vec<Finding>,
+) -> Option<DriverVersion> {
+    let d = target.driver.as_ref()?;
+    let (fc, from) = shipped.iter().find_map(|fc| {
+        fc.hosts
+            .iter()
+            .find(|h| h.branch() == d.branch())
+            .map(|h| (fc, h))
+    })?;
+    if fc.provides <= *d {
+        return None;
+    }
+    // Only worth a word when the host's own driver falls short of what the image needs.
+    let needs = facts
+        .torch
+        .iter()
+        .filter_map(|t| t.cuda_version())
+        .chain(fc.cuda.clone())
+        .max()?;
+    let native = ix.driver_cuda(d);
+    if native
+        .as_ref()
+        .is_some_and(|n| n.major_minor() >= needs.major_minor())
+    {
+        return None;
+    }
+    if d < from {
+        findings.push(finding(
+            "image-forward-compat",
+            Severity::Warning,
+            format!(
+                "the image's cuda-compat (driver {}) serves R{} from {from} ({}), and driver {d} is older: CUDA sees driver {d} itself on {}",
+                fc.provides,
+                from.branch(),
+                fc.source,
+                target.source
+            ),
+        ));
+        return None;
+    }
+    let on = &target.source;
+    let from_text = if from.as_str().ends_with(".0") {
+        format!("R{}", from.branch())
+    } else {
+        format!("{from} or later R{}", from.branch())
+    };
+    if target.gpus.is_empty() {
+        findings.push(finding(
+            "image-forward-compat",
+            Severity::Warning,
+            format!(
+                "driver {d} is too old for CUDA {needs} natively; the image's cuda-compat (driver {}) serves {from_text} ({}), but only on data-center GPUs, and no GPU was given",
+                fc.provides, fc.source
+            ),
+        ));
+        return None;
+    }
+    // Not eligible: the compat library is not used (the NGC entrypoint says so and goes
+    // on), and CUDA sees the host's own driver, which the resolver judges below.
+    if let Some((g, _)) = target.gpus.iter().find(|(g, _)| !g.gpu.forward_compat) {
+        findings.push(finding(
+            "image-forward-compat",
+            Severity::Warning,
+            format!(
+                "driver {d} is too old for CUDA {needs} natively; the image's cuda-compat (driver {}) serves {from_text} ({}), but only on data-center GPUs, and the {} is not one: CUDA sees driver {d} itself on {on}",
+                fc.provides, fc.source, g.gpu.name
+            ),
+        ));
+        return None;
+    }
+    findings.push(finding(
+        "image-forward-compat",
+        Severity::Info,
+        format!(
+            "driver {d} is too old for CUDA {needs} natively, but the image's cuda-compat (driver {}) serves {from_text} ({}) on data-center GPUs: CUDA sees driver {} on {on}",
+            fc.provides, fc.source, fc.provides
+        ),
+    ));
+    Some(fc.provides.clone())
+}
+
 /// The brand libnvidia-container sees when the host does not say: data-center boards
 /// report `Tesla` before Ampere and `NVIDIA` from it; GeForce `GeForce`; workstation RTX
 /// boards `NVIDIA RTX` (Quadro before Ampere).
@@ -1049,6 +1186,88 @@ fn default_brand(g: &crate::db::Gpu) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An image as detection sees one: torch of CUDA 12.6 and a cuda-compat whose ELF
+    /// note serves R535, judged on a 535 host with `gpu`.
+    fn on_535(gpu: &str) -> (Vec<Finding>, Vec<Stack>) {
+        use crate::image::detect::{CompatLib, TorchFacts};
+        use crate::image::elfnote::CompatNote;
+        use crate::model::Sourced;
+        let db = Db::embedded().unwrap();
+        let mut facts = ImageFacts::default();
+        facts.torch.push(TorchFacts {
+            site_packages: "/usr/local/lib/python3.10/dist-packages".into(),
+            python: Some("3.10".into()),
+            version: Some(Sourced::new("2.5.0a0+872d972e41".into(), "torch/version.py")),
+            cuda: Some(Sourced::new("12.6".into(), "torch/version.py")),
+            cpu_only: false,
+            git_version: None,
+            hip: None,
+            dist_version: None,
+            pins: Vec::new(),
+            pins_source: None,
+            unparsed_pins: Vec::new(),
+            torchvision: None,
+            torchaudio: None,
+        });
+        facts.cuda_compat.push(CompatLib {
+            path: "/usr/local/cuda-12.6/compat/libcuda.so.560.35.03".into(),
+            driver: Some("560.35.03".parse().unwrap()),
+            note: Some(CompatNote {
+                format: Some(1),
+                cuda_version: Some("12.6".into()),
+                driver_branches: vec![470, 535, 550],
+                devices: Vec::new(),
+            }),
+        });
+        let target = Target {
+            source: "the target given".into(),
+            driver: Some("535.104.05".parse().unwrap()),
+            gpus: vec![(
+                GpuAsk {
+                    gpu: db.gpu(gpu).unwrap().clone(),
+                    count: 1,
+                },
+                None,
+            )],
+            ..Target::default()
+        };
+        let ix = Index::new(db);
+        let shipped = ForwardCompat::from_facts(&facts);
+        let mut findings = Vec::new();
+        let (_, stacks) = judge_target(db, &ix, &facts, &shipped, true, &target, &mut findings);
+        (findings, stacks)
+    }
+
+    #[test]
+    fn an_images_cuda_compat_serves_the_branches_its_note_lists_on_data_center_boards() {
+        let (findings, stacks) = on_535("H100 SXM");
+        let fc: Vec<_> = findings
+            .iter()
+            .filter(|f| f.code == "image-forward-compat")
+            .collect();
+        assert_eq!(fc.len(), 1);
+        assert_eq!(fc[0].severity, Severity::Info);
+        assert!(
+            fc[0].message.contains("libcuda.so.560.35.03"),
+            "{}",
+            fc[0].message
+        );
+        assert!(stacks[0].findings.iter().any(|f| f.code == "driver-native"));
+        // A GeForce board: the compat library is not used, and 535 itself is judged.
+        let (findings, stacks) = on_535("RTX 4090");
+        assert!(
+            findings
+                .iter()
+                .any(|f| f.code == "image-forward-compat" && f.severity == Severity::Warning)
+        );
+        assert!(
+            stacks[0]
+                .findings
+                .iter()
+                .any(|f| f.code == "driver-minor-version-compat")
+        );
+    }
 
     #[test]
     fn a_requirements_floor_is_its_weakest_alternative() {

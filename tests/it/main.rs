@@ -1,6 +1,7 @@
 //! Integration tests: one binary, a module per command.
 
 mod accept;
+mod catalog;
 mod codes;
 mod containers;
 mod currency;
