@@ -280,14 +280,14 @@ fn an_ngc_release_under_a_mirror_name_is_checked_against_the_catalog() {
     }
     // A release the catalog does not know: nothing to compare, and the report says so.
     let path = dir.path().join("ngc-unknown.tar");
-    std::fs::write(&path, ngc_image_named("nvcr.io/nvidia/pytorch:24.04-py3")).unwrap();
+    std::fs::write(&path, ngc_image_named("nvcr.io/nvidia/pytorch:24.09-py3")).unwrap();
     let (_, doc) = verify(&[&format!("docker-archive:{}", path.display())]);
     let none = with_code(&doc, "image-claims-none");
     assert_eq!(none.len(), 1, "{:#}", doc["findings"]);
     assert!(
         none[0]
             .1
-            .contains("NGC release 24.04, which compat-db has no record of"),
+            .contains("NGC release 24.09, which compat-db has no record of"),
         "{none:?}"
     );
 }
