@@ -222,7 +222,8 @@ pub(super) fn verdict(out: &mut dyn Write, v: &Verification, styles: Styles) -> 
         for x in &v.findings {
             write!(out, "  ")?;
             styles.paint(out, mark(x.severity))?;
-            writeln!(out, " {}: {}", x.code, x.message)?;
+            let unverified = if x.unverified { " [unverified data]" } else { "" };
+            writeln!(out, " {}: {}{unverified}", x.code, x.message)?;
         }
     }
     for s in &v.torch_on_target {

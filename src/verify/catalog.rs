@@ -96,15 +96,8 @@ fn facts(db: &Db, rec: &Image) -> (ImageFacts, Vec<ForwardCompat>) {
                 provides,
                 cuda: rec.cuda.clone(),
                 hosts: rec.forward_compat.clone(),
-                source: format!(
-                    "{}, from the release notes{}",
-                    source,
-                    if rec.unverified.iter().any(|u| u == "forward_compat") {
-                        "; unverified"
-                    } else {
-                        ""
-                    }
-                ),
+                source: format!("{source}, from the release notes"),
+                unverified: rec.unverified.iter().any(|u| u == "forward_compat"),
             });
         }
     }

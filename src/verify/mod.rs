@@ -1053,6 +1053,8 @@ pub(crate) struct ForwardCompat {
     pub hosts: Vec<DriverVersion>,
     /// Where this was read.
     pub source: String,
+    /// The branches come from a record that marks them unverified.
+    pub unverified: bool,
 }
 
 impl ForwardCompat {
@@ -1072,6 +1074,7 @@ impl ForwardCompat {
                         .filter_map(|b| format!("{b}.0").parse().ok())
                         .collect(),
                     source: format!("the ELF note of {}", c.path),
+                    unverified: false,
                 })
             })
             .collect()
@@ -1156,14 +1159,16 @@ fn forward_compat(
         ));
         return None;
     }
-    findings.push(finding(
+    let mut served = finding(
         "image-forward-compat",
         Severity::Info,
         format!(
             "driver {d} is too old for CUDA {needs} natively, but the image's cuda-compat (driver {}) serves {from_text} ({}) on data-center GPUs: CUDA sees driver {} on {on}",
             fc.provides, fc.source, fc.provides
         ),
-    ));
+    );
+    served.unverified = fc.unverified;
+    findings.push(served);
     Some(fc.provides.clone())
 }
 

@@ -159,7 +159,15 @@ fn what_the_record_does_not_say_is_not_judged() {
         .unwrap()
         .lines()
         .filter(|l| !l.starts_with("forward_compat") && !l.starts_with("require_cuda"))
-        .map(|l| format!("{l}\n"))
+        .map(|l| {
+            let l = if l.starts_with("unverified") {
+                l.replace(", \"forward_compat\"", "")
+                    .replace("\"forward_compat\", ", "")
+            } else {
+                l.to_string()
+            };
+            format!("{l}\n")
+        })
         .collect();
     std::fs::write(&path, text).unwrap();
     let (_, doc) = judged(
@@ -258,4 +266,36 @@ fn a_target_is_only_for_images_and_bad_flags_are_bad_input() {
     let run = gpuenv(&["show", "image", "24.08-py3", "--gpu", "Z9000"]);
     assert_eq!(run.code, 2);
     assert!(run.stderr.contains("Z9000"), "{}", run.stderr);
+}
+
+#[test]
+fn the_shipped_24_08_record_names_the_branches_its_compat_serves() {
+    let (code, doc) = judged(
+        &root().join("compat-db"),
+        "pytorch:24.08-py3",
+        &["--driver", "535.104.05", "--gpu", "H100 SXM"],
+    );
+    assert_eq!(code, 0);
+    let f = doc["verdict"]["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["code"] == "image-forward-compat")
+        .unwrap()
+        .clone();
+    assert_eq!(f["severity"], "info");
+    // The record marks its branches unverified (read in the same month's Triton notes),
+    // and the finding carries that.
+    assert_eq!(f["unverified"], true);
+    assert!(f["message"].as_str().unwrap().contains("535.86 or later R535"));
+    let human = gpuenv(&[
+        "show",
+        "image",
+        "24.08",
+        "--driver",
+        "535.104.05",
+        "--gpu",
+        "H100 SXM",
+    ]);
+    assert!(human.stdout.contains("[unverified data]"), "{}", human.stdout);
 }
