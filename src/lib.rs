@@ -32,6 +32,7 @@ pub mod deadline;
 pub mod docker;
 pub mod dockerfile;
 pub mod files;
+pub mod formats;
 pub mod host;
 pub mod image;
 pub mod interrupt;

@@ -26,12 +26,13 @@ pub mod topo;
 #[cfg(test)]
 mod proptests;
 
-pub use smi::{SMI_QUERY_FIELDS, SMI_QUERY_FORMAT, smi_csv, smi_failure, smi_table_cuda, smi_xml};
-pub use system::{cpuinfo, df, getconf_glibc, ldd_version, meminfo_total_kib, os_release};
-pub use toolkit::{
-    cdi_spec_kind, cuda_version_json, cuda_version_txt, cudnn_header, ldconfig, lib_version, nccl_header,
-    nvcc_version, nvidia_ctk_version, proc_driver_version,
+pub(crate) use crate::formats::dotted_prefix;
+pub use crate::formats::{
+    cuda_version_json, cuda_version_txt, cudnn_header, lib_version, nccl_header, os_release,
 };
+pub use smi::{SMI_QUERY_FIELDS, SMI_QUERY_FORMAT, smi_csv, smi_failure, smi_table_cuda, smi_xml};
+pub use system::{cpuinfo, df, getconf_glibc, ldd_version, meminfo_total_kib};
+pub use toolkit::{cdi_spec_kind, ldconfig, nvcc_version, nvidia_ctk_version, proc_driver_version};
 pub use topo::smi_topo;
 
 /// A reported value, or `None` where the tool says it has none.
@@ -83,16 +84,6 @@ pub(crate) fn number_with_unit(raw: &str, units: &[&str]) -> Option<u64> {
         return None;
     }
     digits.parse().ok()
-}
-
-/// The leading run of digits and dots of `s` (after leading whitespace), without a
-/// trailing dot: `12.5` out of `12.5, V12.5.82`. Callers strip their own prefixes first.
-pub(crate) fn dotted_prefix(s: &str) -> &str {
-    let s = s.trim_start();
-    let end = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    s[..end].trim_end_matches('.')
 }
 
 /// `include_str!` of a file under `tests/fixtures/host/`.

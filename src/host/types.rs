@@ -150,16 +150,7 @@ pub struct KernelModule {
     pub arch: Option<String>,
 }
 
-/// `/etc/os-release`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct OsRelease {
-    /// `ubuntu`.
-    pub id: String,
-    /// `22.04`.
-    pub version_id: String,
-    /// `Ubuntu 22.04.4 LTS`.
-    pub pretty_name: String,
-}
+pub use crate::formats::OsRelease;
 
 /// `/proc/cpuinfo`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -7,7 +7,7 @@
 //! (`file name /usr/lib/x86_64-linux-gnu/libcudnn.so.9.1.0`), or a config field (`env
 //! NV_CUDNN_VERSION`, `label com.nvidia.cudnn.version`). Must not: judge (whether torch's
 //! CUDA fits the libraries, whether a tag lies: that is the verify judgement), or read
-//! streams. The text parsers of `host::parse` (CUDA `version.json`, cuDNN and NCCL
+//! streams. The text parsers of `formats` (CUDA `version.json`, cuDNN and NCCL
 //! headers, `os-release`, library file names) are reused, not restated.
 //!
 //! What is looked for (paths relative to the image root; `SP` is any `site-packages` or
@@ -42,7 +42,7 @@ use super::fs::MergedFs;
 use super::layer::Interest;
 use super::pyfiles::{self, Metadata, Pin, VersionPy};
 use super::tar::Kind;
-use crate::host::parse::{
+use crate::formats::{
     cuda_version_json, cuda_version_txt, cudnn_header, lib_version, nccl_header, os_release,
 };
 use crate::model::{CudaVersion, CudnnVersion, DriverVersion, NcclVersion};

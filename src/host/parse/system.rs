@@ -1,62 +1,11 @@
-//! The operating system, glibc, CPUs, memory and filesystems.
+//! glibc, CPUs, memory and filesystems (`/etc/os-release`, which images hold too, is read
+//! by [`crate::formats`]).
 
 use std::collections::BTreeSet;
 
 use super::dotted_prefix;
-use crate::host::types::{CpuInfo, Mount, OsRelease};
+use crate::host::types::{CpuInfo, Mount};
 use crate::model::GlibcVersion;
-
-/// Parses `/etc/os-release`: `ID`, `VERSION_ID` and `PRETTY_NAME`, quoted (`"22.04"`,
-/// `'9.3'`) or not. Missing keys are empty strings (rolling distributions have no
-/// `VERSION_ID`).
-pub fn os_release(text: &str) -> OsRelease {
-    let mut out = OsRelease::default();
-    for line in text.lines() {
-        let line = line.trim();
-        if line.starts_with('#') {
-            continue;
-        }
-        let Some((key, value)) = line.split_once('=') else {
-            continue;
-        };
-        let slot = match key.trim() {
-            "ID" => &mut out.id,
-            "VERSION_ID" => &mut out.version_id,
-            "PRETTY_NAME" => &mut out.pretty_name,
-            _ => continue,
-        };
-        *slot = unquote(value.trim());
-    }
-    out
-}
-
-/// A shell-style value: the quotes removed and `\"`, `\\`, `\$`, `` \` `` unescaped
-/// inside double quotes, as os-release(5) specifies.
-fn unquote(value: &str) -> String {
-    if let Some(inner) = value.strip_prefix('\'').and_then(|v| v.strip_suffix('\'')) {
-        return inner.to_string();
-    }
-    let Some(inner) = value.strip_prefix('"').and_then(|v| v.strip_suffix('"')) else {
-        return value.to_string();
-    };
-    let mut out = String::with_capacity(inner.len());
-    let mut chars = inner.chars();
-    while let Some(c) = chars.next() {
-        if c == '\\' {
-            match chars.next() {
-                Some(e @ ('"' | '\\' | '$' | '`')) => out.push(e),
-                Some(other) => {
-                    out.push('\\');
-                    out.push(other);
-                }
-                None => out.push('\\'),
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
 
 /// The glibc version from `ldd --version`: the last word of the first line,
 /// `ldd (Ubuntu GLIBC 2.35-0ubuntu3.8) 2.35` -> `2.35`. `None` for musl (Alpine), whose
@@ -195,25 +144,6 @@ pub fn df(text: &str) -> Vec<Mount> {
 mod tests {
     use super::super::fixture;
     use super::*;
-
-    #[test]
-    fn os_releases() {
-        let o = os_release(fixture!("os-release/ubuntu-22.04.txt"));
-        assert_eq!((o.id.as_str(), o.version_id.as_str()), ("ubuntu", "22.04"));
-        assert_eq!(o.pretty_name, "Ubuntu 22.04.4 LTS");
-        let o = os_release(fixture!("os-release/rocky-9.3.txt"));
-        assert_eq!((o.id.as_str(), o.version_id.as_str()), ("rocky", "9.3"));
-        assert_eq!(o.pretty_name, "Rocky Linux 9.3 (Blue Onyx)");
-        let o = os_release(fixture!("os-release/arch.txt"));
-        assert_eq!(
-            (o.id.as_str(), o.version_id.as_str(), o.pretty_name.as_str()),
-            ("arch", "", "Arch Linux")
-        );
-        let o = os_release("ID='debian'\nPRETTY_NAME=\"Say \\\"hi\\\" \\n\"\n");
-        assert_eq!(o.id, "debian");
-        assert_eq!(o.pretty_name, "Say \"hi\" \\n");
-        assert_eq!(os_release(""), OsRelease::default());
-    }
 
     #[test]
     fn glibc() {

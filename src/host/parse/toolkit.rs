@@ -1,9 +1,11 @@
-//! The driver's kernel module, the CUDA toolkit, cuDNN, NCCL, the dynamic linker's
-//! library cache and the NVIDIA Container Toolkit.
+//! The driver's kernel module, `nvcc`, the dynamic linker's library cache and the NVIDIA
+//! Container Toolkit. The files a host and an image both hold (the toolkit's
+//! `version.json`, cuDNN and NCCL headers, library file names) are read by
+//! [`crate::formats`].
 
 use super::{dotted_prefix, present};
 use crate::host::types::{KernelModule, SharedLib};
-use crate::model::{CudaVersion, CudnnVersion, DriverVersion, NcclVersion};
+use crate::model::{CudaVersion, DriverVersion};
 
 /// Parses `/proc/driver/nvidia/version`: the version of the kernel module actually
 /// loaded, which is what a CUDA program runs against (`nvidia-smi` reports the user-space
@@ -56,60 +58,6 @@ pub fn nvcc_version(text: &str) -> Option<CudaVersion> {
     })
 }
 
-/// The toolkit version from `/usr/local/cuda/version.json` (CUDA 11.1 onwards):
-/// the top-level `"cuda": {"version": "12.4.1"}`. A runfile's date-style patch
-/// (`12.1.20230222`) is kept as written. Component versions (`cuda_cudart`...) are not
-/// used as a fallback: they follow their own numbering.
-pub fn cuda_version_json(text: &str) -> Option<CudaVersion> {
-    let value: serde_json::Value = serde_json::from_str(text).ok()?;
-    value.get("cuda")?.get("version")?.as_str()?.trim().parse().ok()
-}
-
-/// The toolkit version from `/usr/local/cuda/version.txt` (CUDA 11.0 and older):
-/// `CUDA Version 10.2.89`.
-pub fn cuda_version_txt(text: &str) -> Option<CudaVersion> {
-    let (_, rest) = text.split_once("CUDA Version")?;
-    dotted_prefix(rest).parse().ok()
-}
-
-/// The value of `#define NAME <number>` in a C header, first definition wins.
-fn define(text: &str, name: &str) -> Option<u32> {
-    text.lines().find_map(|line| {
-        let rest = line
-            .trim_start()
-            .strip_prefix('#')?
-            .trim_start()
-            .strip_prefix("define")?;
-        let mut words = rest.split_whitespace();
-        if words.next()? != name {
-            return None;
-        }
-        words.next()?.trim_matches(|c| c == '(' || c == ')').parse().ok()
-    })
-}
-
-/// `major.minor[.patch]` from three `#define`s; the patch is optional.
-fn defined_version<T: std::str::FromStr>(text: &str, names: [&str; 3]) -> Option<T> {
-    let major = define(text, names[0])?;
-    let minor = define(text, names[1])?;
-    let version = match define(text, names[2]) {
-        Some(patch) => format!("{major}.{minor}.{patch}"),
-        None => format!("{major}.{minor}"),
-    };
-    version.parse().ok()
-}
-
-/// The cuDNN version from `CUDNN_MAJOR`/`CUDNN_MINOR`/`CUDNN_PATCHLEVEL` in
-/// `cudnn_version.h` (cuDNN 8 onwards) or `cudnn.h` (cuDNN 7 and older): `9.6.0`.
-pub fn cudnn_header(text: &str) -> Option<CudnnVersion> {
-    defined_version(text, ["CUDNN_MAJOR", "CUDNN_MINOR", "CUDNN_PATCHLEVEL"])
-}
-
-/// The NCCL version from `NCCL_MAJOR`/`NCCL_MINOR`/`NCCL_PATCH` in `nccl.h`: `2.21.5`.
-pub fn nccl_header(text: &str) -> Option<NcclVersion> {
-    defined_version(text, ["NCCL_MAJOR", "NCCL_MINOR", "NCCL_PATCH"])
-}
-
 /// The entries of `ldconfig -p`:
 /// `\tlibcudnn.so.9 (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/libcudnn.so.9`.
 ///
@@ -136,21 +84,6 @@ pub fn ldconfig(text: &str) -> Vec<SharedLib> {
             })
         })
         .collect()
-}
-
-/// The version a library's file name carries after `stem`: `8.9.0` from
-/// `libcudnn.so.8.9.0` with stem `libcudnn.so.` (or `libcudnn.so`), `2.21.5` from
-/// `libnccl.so.2.21.5`. Accepts a path (the directory is ignored). `None` when nothing
-/// but dotted numbers follows the stem (`libcudnn.so`, `libcudnn.so.9.bak`).
-pub fn lib_version(file_name: &str, stem: &str) -> Option<String> {
-    let base = file_name.rsplit('/').next()?;
-    let rest = base.strip_prefix(stem)?;
-    let rest = rest.strip_prefix('.').unwrap_or(rest);
-    let valid = !rest.is_empty()
-        && rest
-            .split('.')
-            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
-    valid.then(|| rest.to_string())
 }
 
 /// The version from `nvidia-ctk --version` (`NVIDIA Container Toolkit CLI version 1.14.3`)
@@ -283,49 +216,6 @@ mod tests {
     }
 
     #[test]
-    fn cuda_files() {
-        let j = cuda_version_json(fixture!("cuda-version/version-12.4.1.json")).unwrap();
-        assert_eq!(j.to_string(), "12.4.1");
-        let j = cuda_version_json(fixture!("cuda-version/version-12.1-runfile-date.json")).unwrap();
-        assert_eq!(j.to_string(), "12.1.20230222");
-        assert_eq!(j.major_minor(), (12, 1));
-        assert_eq!(
-            cuda_version_json("{\"cuda_cudart\": {\"version\": \"12.4.127\"}}"),
-            None
-        );
-        assert_eq!(cuda_version_json("not json"), None);
-        assert_eq!(
-            cuda_version_txt(fixture!("cuda-version/version-10.2.89.txt")),
-            Some(v("10.2.89"))
-        );
-        assert_eq!(cuda_version_txt("CUDA Version"), None);
-    }
-
-    #[test]
-    fn headers() {
-        assert_eq!(
-            cudnn_header(fixture!("cudnn/cudnn_version-9.1.0.h"))
-                .unwrap()
-                .to_string(),
-            "9.1.0"
-        );
-        assert_eq!(
-            cudnn_header(fixture!("cudnn/cudnn-7.6.5.h")).unwrap().to_string(),
-            "7.6.5"
-        );
-        assert_eq!(
-            nccl_header(fixture!("nccl/nccl-2.21.5.h")).unwrap().to_string(),
-            "2.21.5"
-        );
-        // cuDNN 8's cudnn.h only includes cudnn_version.h.
-        assert_eq!(cudnn_header("#include \"cudnn_version.h\"\n"), None);
-        assert_eq!(
-            cudnn_header("#define CUDNN_MAJOR 9\n#  define CUDNN_MINOR (1)\n"),
-            Some(v("9.1"))
-        );
-    }
-
-    #[test]
     fn ldconfig_cache() {
         let libs = ldconfig(fixture!("ldconfig/ldconfig-p.txt"));
         assert!(libs.len() > 10);
@@ -342,26 +232,6 @@ mod tests {
         let with_os_abi = libs.iter().find(|l| l.name == "libm.so.6").unwrap();
         assert_eq!(with_os_abi.abi, "libc6,x86-64, OS ABI: Linux 3.2.0");
         assert!(ldconfig("").is_empty());
-    }
-
-    #[test]
-    fn library_file_versions() {
-        assert_eq!(
-            lib_version("libcudnn.so.8.9.0", "libcudnn.so.").as_deref(),
-            Some("8.9.0")
-        );
-        assert_eq!(
-            lib_version("libnccl.so.2.21.5", "libnccl.so").as_deref(),
-            Some("2.21.5")
-        );
-        assert_eq!(
-            lib_version("/usr/lib/x86_64-linux-gnu/libcudnn.so.9.1.0", "libcudnn.so.").as_deref(),
-            Some("9.1.0")
-        );
-        assert_eq!(lib_version("libcudnn.so", "libcudnn.so."), None);
-        assert_eq!(lib_version("libcudnn.so.9.bak", "libcudnn.so."), None);
-        assert_eq!(lib_version("libcudnn_ops.so.9", "libcudnn.so."), None);
-        assert_eq!(lib_version("libcudnn.so.9..1", "libcudnn.so."), None);
     }
 
     #[test]
