@@ -413,3 +413,78 @@ fn an_unknown_newer_torch_is_named_as_unknown_not_only_as_no_build() {
     let (_, doc) = query(&["--torch", "==2.3.5", "--gpu", "H100 SXM"]);
     assert!(!answer_codes(&doc).contains(&"torch-release-unknown".to_string()));
 }
+
+/// The cuDNN, NCCL and cudart that the builds whose cuDNN column printed `-` ship: read
+/// from the wheel itself (1.12 cu102, linked statically) or, marked, from third-party
+/// listings (2.13.0 cu129); the builds no source settles keep the keys absent and say why.
+#[test]
+fn the_cudnn_of_every_torch_build_is_recorded_or_its_absence_explained() {
+    for torch in ["1.12.0", "1.12.1"] {
+        let doc = show("torch", torch);
+        let v = variant(&doc, "cu102");
+        assert_eq!(v["cudnn"], "7.6.5.32", "{torch}");
+        assert_eq!(v["nccl"], "2.10.3", "{torch}");
+        assert_eq!(v["cudart"], "10.2.89", "{torch}");
+        // Read from the PyPI wheel (primary), and from release/1.12's build scripts.
+        assert!(unverified(v).is_empty(), "{torch}: {:?}", unverified(v));
+        let src = sources(v);
+        assert!(
+            src.iter()
+                .any(|u| u.starts_with("https://files.pythonhosted.org/")
+                    && u.ends_with(&format!("torch-{torch}-cp310-cp310-manylinux1_x86_64.whl"))),
+            "{torch}: {src:?}"
+        );
+        assert!(
+            src.iter()
+                .any(|u| u.starts_with("https://github.com/pytorch/builder/blob/")
+                    && u.ends_with("/common/install_cuda.sh")),
+            "{torch}: {src:?}"
+        );
+    }
+    let cudnn = show("cudnn", "7.6.5.32");
+    assert_eq!(cudnn["cuda_majors"], serde_json::json!([9, 10]));
+    assert!(
+        sources(&cudnn)
+            .iter()
+            .any(|u| u.starts_with("https://docs.nvidia.com/deeplearning/cudnn/"))
+    );
+
+    // 2.13.0 cu129: only third-party environment listings give its pins, so each stays
+    // marked.
+    let doc = show("torch", "2.13.0");
+    let v = variant(&doc, "cu129");
+    assert_eq!(v["cudnn"], "9.20.0.48");
+    assert_eq!(v["nccl"], "2.29.7");
+    assert_eq!(v["cudart"], "12.9.1");
+    for key in ["cudnn", "nccl", "cudart"] {
+        assert!(unverified(v).contains(&key.to_string()), "{key}");
+    }
+    assert!(sources(v).iter().any(|u| u.contains("/current-requirements.txt")));
+
+    // No source settles these: the keys stay absent and the notes say what was read.
+    for (torch, tag) in [("2.10.0", "cu129"), ("2.15.0", "cu130")] {
+        let doc = show("torch", torch);
+        let v = variant(&doc, tag);
+        for key in ["cudnn", "nccl", "cudart"] {
+            assert!(v.get(key).is_none(), "{torch} {tag} {key}");
+        }
+        let notes = v["notes"].as_str().unwrap();
+        assert!(notes.contains("stay unknown"), "{torch} {tag}");
+        assert!(notes.contains("generate_binary_build_matrix.py"), "{torch} {tag}");
+    }
+
+    // Every other CUDA build records its cuDNN.
+    let db = Db::embedded().unwrap();
+    let unexplained = [("2.10.0", "cu129"), ("2.15.0", "cu130")];
+    for rec in &db.torch {
+        let version = rec.version.to_string();
+        let doc = show("torch", &version);
+        for v in doc["variants"].as_array().unwrap() {
+            let tag = v["tag"].as_str().unwrap();
+            if tag == "cpu" || unexplained.contains(&(version.as_str(), tag)) {
+                continue;
+            }
+            assert!(v["cudnn"].is_string(), "{version} {tag}");
+        }
+    }
+}
