@@ -27,6 +27,7 @@
 //! - [`cli`]: argument parsing and dispatch.
 
 pub mod cli;
+pub mod credentials;
 pub mod db;
 pub mod deadline;
 pub mod docker;

@@ -8,8 +8,9 @@ use std::time::Duration;
 use clap::Args;
 
 use super::{CliError, Exit, ProjectArgs, StackArgs, open_db};
+use crate::credentials as auth;
 use crate::deadline::Deadline;
-use crate::docker::{self, Bollard, Reference, auth, context::Context};
+use crate::docker::{self, Bollard, Reference, context::Context};
 use crate::dockerfile::{self, Dockerfile, Request};
 use crate::files::{self, limits};
 use crate::report;

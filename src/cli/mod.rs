@@ -97,7 +97,7 @@ pub enum CliError {
     Reference(#[from] crate::docker::ReferenceError),
     /// Registry credentials could not be read.
     #[error(transparent)]
-    Auth(#[from] crate::docker::auth::AuthError),
+    Auth(#[from] crate::credentials::AuthError),
     /// The build context could not be made.
     #[error(transparent)]
     Context(#[from] crate::docker::context::ContextError),

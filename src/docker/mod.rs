@@ -2,7 +2,7 @@
 //!
 //! Owns: connecting (DOCKER_HOST or the default socket, the API version negotiated with
 //! the daemon), the [`Engine`] trait every Docker operation goes through (bollard's
-//! [`Bollard`] for real, a fake for unit tests), registry credentials ([`auth`]), image
+//! [`Bollard`] for real, a fake for unit tests), registry credentials (from [`crate::credentials`]), image
 //! references ([`mod@reference`]), build contexts ([`context`]), and the two operations the
 //! commands run on an Engine: [`build`] (nothing tagged unless the build succeeded) and
 //! [`pull`] (watched against a deadline and the sizes the manifest declares, the digest
@@ -15,11 +15,10 @@
 //!
 //! Must not: decide compatibility, choose images, or print. Progress arrives as
 //! [`Progress`] events through a callback; the caller decides where they go. Credentials
-//! go to the Engine and nowhere else (see [`auth`]).
+//! go to the Engine and nowhere else (see [`crate::credentials`]).
 //!
 //! Blocking callers get a facade over a small single-threaded runtime.
 
-pub mod auth;
 pub mod context;
 mod engine;
 pub mod reference;
@@ -37,7 +36,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::deadline::{Deadline, Expiry};
 
-pub use auth::Credentials;
+pub use crate::credentials::Credentials;
 pub use engine::{Bollard, CREATED_BY, DaemonRegistry, Fetched, PathStat, Paths, container_labels};
 pub use reference::{Reference, ReferenceError};
 

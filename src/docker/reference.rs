@@ -10,7 +10,7 @@
 use std::fmt;
 
 /// Where Docker Hub's images live, and what `docker login` writes for it.
-pub const DOCKER_HUB: &str = "docker.io";
+pub use crate::credentials::DOCKER_HUB;
 
 /// A parsed image reference.
 #[derive(Debug, Clone, PartialEq, Eq)]

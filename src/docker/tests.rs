@@ -1,9 +1,9 @@
 //! [`build`] and [`pull`] on the fake Engine: what is tagged when, what a failure says,
 //! and that digests are checked and credentials never shown.
 
-use super::auth::CredentialSource;
 use super::fake::Fake;
 use super::*;
+use crate::credentials::CredentialSource;
 use crate::deadline::Deadline;
 
 fn r(s: &str) -> Reference {

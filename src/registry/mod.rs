@@ -41,8 +41,8 @@ use reqwest::header::{ACCEPT, WWW_AUTHENTICATE};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
+use crate::credentials::Credentials;
 use crate::deadline::Deadline;
-use crate::docker::Credentials;
 use crate::net::{self, Body, Cap, NetError};
 
 /// Media types asked for, most specific first: an index/list lets us choose the platform.

@@ -82,7 +82,7 @@ pub struct Origin {
 /// A local image is read by paths (see [`paths`]) unless `full`, or unless what those
 /// paths show calls for every layer; every other source is read layer by layer. A
 /// registry is read under `deadline` (every request and every read of a body; a
-/// credential helper gets at most [`docker::auth::HELPER_TIMEOUT`] of it), with plain
+/// credential helper gets at most [`crate::credentials::HELPER_TIMEOUT`] of it), with plain
 /// HTTP only where [`crate::registry::plain_http`] allows it (`insecure`: the hosts the
 /// user listed); the daemon is connected to within the deadline's idle limit. `progress`
 /// is told how reading the layers goes, from a registry, an archive file or an OCI
@@ -175,9 +175,9 @@ fn read_registry(
     insecure: &[String],
     opts: &ReadOptions,
 ) -> Result<archive::Image, VerifyError> {
-    let helper_time = docker::auth::HELPER_TIMEOUT.min(deadline.remaining());
-    let creds =
-        docker::auth::lookup_within(&r.registry, &|k| std::env::var(k).ok(), helper_time).map_err(|e| {
+    let helper_time = crate::credentials::HELPER_TIMEOUT.min(deadline.remaining());
+    let creds = crate::credentials::lookup_within(&r.registry, &|k| std::env::var(k).ok(), helper_time)
+        .map_err(|e| {
             if e.is_environment() {
                 VerifyError::Environment(e.to_string())
             } else {

@@ -212,6 +212,17 @@ mod tests {
         assert_eq!(t.links[0][1], Phb);
     }
 
+    /// Escapes anywhere (an underlined header, a coloured cell) read as the plain matrix.
     #[test]
-    fn ansi_stripping() {}
+    fn ansi_stripping() {
+        let plain = "\tGPU0\tGPU1\tCPU Affinity\nGPU0\t X \tNV18\t0-15\nGPU1\tNV18\t X \t0-15\n";
+        let escaped = "\t\x1b[4mGPU0\tGPU1\tCPU Affinity\x1b[0m\nGPU0\t X \t\x1b[1;32mNV18\x1b[0m\t0-15\nGPU1\t\x1b[1mNV18\x1b[0m\t X \t0-15\n";
+        let (a, b) = (smi_topo(plain).unwrap(), smi_topo(escaped).unwrap());
+        assert_eq!(
+            a.links,
+            vec![vec![SelfLink, NvLink(18)], vec![NvLink(18), SelfLink]]
+        );
+        assert_eq!(a.links, b.links);
+        assert_eq!(a.gpus, b.gpus);
+    }
 }

@@ -10,6 +10,10 @@
 //! of `<token>` makes the secret an identity token (a refresh token), which the Engine
 //! and the registry client exchange for access tokens.
 //!
+//! Owns: finding the credentials for a registry, and keeping them out of what is shown.
+//! Must not: talk to a registry or the Docker Engine (`docker` and `registry` use it; it
+//! uses neither).
+//!
 //! Credentials never leave this module but to the Engine and the registry client:
 //! [`Credentials`] prints as `<redacted>`, [`Credentials::redact`] scrubs the password (and
 //! its base64 forms) from any text that goes to the user, and what a helper prints is
@@ -21,7 +25,8 @@ use std::time::Duration;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 
-use super::reference::DOCKER_HUB;
+/// Docker Hub's registry name, as references spell it when they name none.
+pub const DOCKER_HUB: &str = "docker.io";
 
 /// The environment variable naming the registry user.
 pub const USER_VAR: &str = "GPUENV_REGISTRY_USER";
