@@ -82,7 +82,7 @@ pub struct CudaRelease {
     pub family_min_driver_windows: Option<DriverVersion>,
     /// Real architectures nvcc compiles for offline (`sm_XY`), as compute capabilities.
     /// Required (non-empty) unless listed in `pending`.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sass: Vec<ComputeCapability>,
     /// Targets nvcc still accepts but warns will be removed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -119,7 +119,7 @@ pub struct CudnnRelease {
     pub version: CudnnVersion,
     /// The CUDA majors it is built for (`[11, 12]`). Required (non-empty) unless listed in
     /// `pending`.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cuda_majors: Vec<u32>,
     /// Keys whose facts are still to be found (one of [`CudnnRelease::PENDABLE`]): absent
     /// from the record until a source gives them.
