@@ -17,7 +17,8 @@ pub use refresh::{
     torch_facts, torch_facts_told,
 };
 pub use toolkits::{
-    COMPONENT_PROJECTS, CUDNN_PROJECTS, TOOLKIT_PROJECT, component_pin, toolkit_candidates, toolkit_release,
+    COMPONENT_PROJECTS, CUDNN_PROJECTS, ComponentLines, TOOLKIT_PROJECT, component_pin, toolkit_candidates,
+    toolkit_release,
 };
 
 /// Why reading upstream failed.

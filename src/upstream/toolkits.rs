@@ -81,6 +81,9 @@ pub struct ToolkitScan {
     pub proposals: Vec<Proposal>,
 }
 
+/// Component releases by CUDA line: `(project, version, first upload day)`.
+pub type ComponentLines = BTreeMap<(u32, u32), Vec<(String, String, Option<PartialDate>)>>;
+
 /// Oldest toolkit line considered: what PyPI has below it are placeholders (`0.0.1`).
 const FLOOR: (u32, u32) = (11, 0);
 
@@ -146,7 +149,7 @@ fn spelled(files: &[SimpleFile]) -> Option<String> {
 pub fn toolkit_candidates(
     known: &[CudaVersion],
     meta: &BTreeMap<CudaVersion, (String, Option<PartialDate>)>,
-    components: &BTreeMap<(u32, u32), Vec<(String, String, Option<PartialDate>)>>,
+    components: &ComponentLines,
 ) -> Vec<ToolkitFacts> {
     let mut out = Vec::new();
     for (v, (spelling, day)) in meta {
@@ -237,7 +240,7 @@ pub(super) fn scan(
             meta_files.insert(t, files);
         }
     }
-    let mut components: BTreeMap<(u32, u32), Vec<(String, String, Option<PartialDate>)>> = BTreeMap::new();
+    let mut components = ComponentLines::new();
     for name in COMPONENT_PROJECTS {
         let (_, p) = project_told(client, opts, name, progress)?;
         for (v, (day, _)) in wheels_by_version(&p) {
