@@ -447,9 +447,12 @@ enum DbCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Read PyPI (and the PyTorch wheel index, where reachable) for torch releases, and
-    /// write proposed new or changed records to a directory for review. Curated records
-    /// are never changed. Exit 3 when upstream cannot be read; nothing is then written.
+    /// Read PyPI (and the PyTorch wheel index, where reachable) for torch releases, CUDA
+    /// toolkits (cuda-toolkit, nvidia-cuda-runtime, nvidia-cuda-nvcc) and cuDNN releases
+    /// (nvidia-cudnn-cuXX), and write proposed new or changed records to a directory for
+    /// review; what PyPI cannot tell is listed in a record's `pending`, never guessed.
+    /// Curated records are never changed. Exit 3 when upstream cannot be read; nothing is
+    /// then written.
     Refresh(RefreshArgs),
     /// List the records of a kind.
     List {

@@ -91,6 +91,40 @@ impl Checker<'_> {
         }
     }
 
+    /// `pending`: each entry a key of `pendable`, listed once, and without a value (a
+    /// value given and called pending at once would leave readers guessing which holds).
+    /// `given` says, per pendable key, whether the record has a value for it.
+    fn pending(&mut self, file: usize, pending: &[String], pendable: &[&str], given: &[(&str, bool)]) {
+        for (i, key) in pending.iter().enumerate() {
+            let at = KeyPath::key("pending").index(i);
+            if !pendable.contains(&key.as_str()) {
+                self.report(
+                    file,
+                    at,
+                    ProblemKind::BadValue,
+                    format!(
+                        "`pending` names `{key}`, which is not a fact that may be pending here (one of: {})",
+                        pendable.join(", ")
+                    ),
+                );
+            } else if pending[..i].contains(key) {
+                self.report(
+                    file,
+                    at,
+                    ProblemKind::BadValue,
+                    format!("`{key}` is listed twice in `pending`"),
+                );
+            } else if given.iter().any(|(k, has)| k == key && *has) {
+                self.report(
+                    file,
+                    KeyPath::key(key),
+                    ProblemKind::Inconsistent,
+                    format!("`{key}` has a value but is listed in `pending`: remove one of the two"),
+                );
+            }
+        }
+    }
+
     fn stem(&mut self, file: usize, expected: &str) {
         let path = self.files[file].path;
         let stem = path.rsplit('/').next().unwrap_or(path).trim_end_matches(".toml");
@@ -325,12 +359,33 @@ fn check_cuda(ck: &mut Checker<'_>, records: &[(usize, CudaRelease)]) {
                 "a toolkit release is `major.minor.patch` (`12.4.0`)",
             );
         }
-        if r.sass.is_empty() {
+        ck.pending(
+            idx,
+            &r.pending,
+            CudaRelease::PENDABLE,
+            &[
+                ("min_driver_linux", r.min_driver_linux.is_some()),
+                ("min_driver_windows", r.min_driver_windows.is_some()),
+                ("family_min_driver", r.family_min_driver.is_some()),
+                ("family_min_driver_windows", r.family_min_driver_windows.is_some()),
+                ("sass", !r.sass.is_empty()),
+                ("deprecated", !r.deprecated.is_empty()),
+            ],
+        );
+        if r.min_driver_linux.is_none() && !r.is_pending("min_driver_linux") {
+            ck.report(
+                idx,
+                KeyPath::key("min_driver_linux"),
+                ProblemKind::MissingKey,
+                "required key `min_driver_linux` is missing (list it in `pending` while no source gives it)",
+            );
+        }
+        if r.sass.is_empty() && !r.is_pending("sass") {
             ck.report(
                 idx,
                 KeyPath::key("sass"),
                 ProblemKind::BadValue,
-                "nvcc compiles for at least one architecture",
+                "nvcc compiles for at least one architecture (list `sass` in `pending` while no source gives it)",
             );
         }
         for (i, d) in r.deprecated.iter().enumerate() {
@@ -342,6 +397,10 @@ fn check_cuda(ck: &mut Checker<'_>, records: &[(usize, CudaRelease)]) {
                     format!("{d} is deprecated but not in `sass`"),
                 );
             }
+        }
+        // A pending floor is not a second value of the family's floor.
+        if r.is_pending("family_min_driver") {
+            continue;
         }
         match family.get(&r.version.major()) {
             Some((first_idx, first)) if first.family_min_driver != r.family_min_driver => {
@@ -370,18 +429,22 @@ fn check_cuda(ck: &mut Checker<'_>, records: &[(usize, CudaRelease)]) {
     // A newer toolkit never needs an older driver: a row out of order is a typo.
     let mut sorted: Vec<&(usize, CudaRelease)> = records.iter().collect();
     sorted.sort_by(|a, b| a.1.version.cmp(&b.1.version));
+    // Records whose minimum is pending have none to compare.
+    sorted.retain(|(_, r)| r.min_driver_linux.is_some());
     for pair in sorted.windows(2) {
         let (prev, next) = (&pair[0].1, &pair[1]);
-        if next.1.min_driver_linux < prev.min_driver_linux {
-            ck.report(
-                next.0,
-                KeyPath::key("min_driver_linux"),
-                ProblemKind::OverlappingRange,
-                format!(
-                    "CUDA {} needs {} but the older CUDA {} needs {}: minimum drivers must not decrease",
-                    next.1.version, next.1.min_driver_linux, prev.version, prev.min_driver_linux
-                ),
-            );
+        if let (Some(p), Some(n)) = (&prev.min_driver_linux, &next.1.min_driver_linux) {
+            if n < p {
+                ck.report(
+                    next.0,
+                    KeyPath::key("min_driver_linux"),
+                    ProblemKind::OverlappingRange,
+                    format!(
+                        "CUDA {} needs {n} but the older CUDA {} needs {p}: minimum drivers must not decrease",
+                        next.1.version, prev.version
+                    ),
+                );
+            }
         }
     }
     duplicates(ck, records, |r| r.version.clone(), "version");
@@ -392,12 +455,18 @@ fn check_cudnn(ck: &mut Checker<'_>, records: &[(usize, CudnnRelease)]) {
         ck.sources(*idx, &KeyPath::default(), &r.sources, true);
         ck.checked(*idx, r.checked);
         ck.stem(*idx, r.version.as_str());
-        if r.cuda_majors.is_empty() {
+        ck.pending(
+            *idx,
+            &r.pending,
+            CudnnRelease::PENDABLE,
+            &[("cuda_majors", !r.cuda_majors.is_empty())],
+        );
+        if r.cuda_majors.is_empty() && !r.pending.iter().any(|k| k == "cuda_majors") {
             ck.report(
                 *idx,
                 KeyPath::key("cuda_majors"),
                 ProblemKind::BadValue,
-                "list the CUDA majors it is built for",
+                "list the CUDA majors it is built for (or `cuda_majors` in `pending` while no source gives them)",
             );
         }
     }
@@ -821,8 +890,16 @@ fn check_cuda_variant(
             format!("no CUDA {c} toolkit record"),
         );
     } else {
-        // The wheel's SASS was compiled by that toolkit's nvcc, so each arch must be one of its targets.
-        for (field, list) in [("sass", &v.sass), ("ptx", &v.ptx)] {
+        // The wheel's SASS was compiled by that toolkit's nvcc, so each arch must be one of its
+        // targets. Toolkits whose arch list is pending cannot tell; a line of only those is
+        // not checked (the resolver does not use such a line).
+        let toolkits: Vec<&CudaRelease> = toolkits.into_iter().filter(|t| !t.is_pending("sass")).collect();
+        let lists = if toolkits.is_empty() {
+            Vec::new()
+        } else {
+            vec![("sass", &v.sass), ("ptx", &v.ptx)]
+        };
+        for (field, list) in lists {
             for (j, cc) in list.iter().enumerate() {
                 let supported = toolkits.iter().any(|t| {
                     t.sass.contains(cc) || t.sass.contains(&ComputeCapability::new(cc.major, cc.minor))

@@ -551,6 +551,81 @@ mod tests {
         );
     }
 
+    fn cuda_record(body: &str) -> SourceFile {
+        SourceFile {
+            path: "cuda/13.6.0.toml".into(),
+            text: Some(Cow::Owned(format!(
+                "version = \"13.6.0\"\nlabel = \"CUDA 13.6 GA\"\n{body}\nchecked = \"2026-12-01\"\n\
+                 [[sources]]\nurl = \"https://pypi.org/project/cuda-toolkit/13.6.0/\"\n"
+            ))),
+        }
+    }
+
+    /// A proposed toolkit whose driver minimum and arch list are not known yet lints clean,
+    /// and loads with neither value.
+    #[test]
+    fn pending_facts_may_be_absent() {
+        let db = Db::load(&[cuda_record("pending = [\"min_driver_linux\", \"sass\"]")]).expect("loads");
+        assert!(db.cuda[0].min_driver_linux.is_none() && db.cuda[0].sass.is_empty());
+        assert!(db.cuda[0].is_pending("sass"));
+        // Without `pending`, both are required.
+        let problems = lint(&[cuda_record("")]);
+        let keys: Vec<String> = problems.iter().map(|p| p.key.to_string()).collect();
+        assert!(keys.contains(&"min_driver_linux".to_string()), "{problems:?}");
+        assert!(keys.contains(&"sass".to_string()), "{problems:?}");
+    }
+
+    /// `pending` names facts of the record that may be pending, once each, never one that
+    /// has a value.
+    #[test]
+    fn pending_naming_an_unknown_field_is_a_problem() {
+        let problems = lint(&[cuda_record(
+            "min_driver_linux = \"620.70.06\"\npending = [\"sass\", \"colour\", \"label\"]",
+        )]);
+        let bad: Vec<&Problem> = problems
+            .iter()
+            .filter(|p| p.key.to_string().starts_with("pending"))
+            .collect();
+        assert_eq!(bad.len(), 2, "{problems:?}");
+        assert!(bad[0].message.contains("`colour`"), "{bad:?}");
+        assert!(bad[1].message.contains("`label`"), "{bad:?}");
+        assert!(bad.iter().all(|p| p.kind == ProblemKind::BadValue));
+
+        let problems = lint(&[cuda_record(
+            "min_driver_linux = \"620.70.06\"\nsass = [\"7.5\"]\npending = [\"sass\", \"sass\"]",
+        )]);
+        assert!(
+            problems.iter().any(|p| p.message.contains("listed twice")),
+            "{problems:?}"
+        );
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.key.to_string() == "sass" && p.kind == ProblemKind::Inconsistent),
+            "{problems:?}"
+        );
+
+        let cudnn = SourceFile {
+            path: "cudnn/9.30.0.1.toml".into(),
+            text: Some(Cow::Borrowed(
+                "version = \"9.30.0.1\"\npending = [\"min_driver\"]\nchecked = \"2026-12-01\"\n\
+                 [[sources]]\nurl = \"https://pypi.org/project/nvidia-cudnn-cu13/9.30.0.1/\"\n",
+            )),
+        };
+        let problems = lint(&[cudnn]);
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.key.to_string() == "pending[0]" && p.message.contains("`min_driver`")),
+            "{problems:?}"
+        );
+        // ... and cuda_majors, neither given nor pending, is still required.
+        assert!(
+            problems.iter().any(|p| p.key.to_string() == "cuda_majors"),
+            "{problems:?}"
+        );
+    }
+
     mod erased {
         pub trait Ser {
             fn json(&self) -> String;

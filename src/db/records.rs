@@ -66,8 +66,10 @@ pub struct CudaRelease {
     /// Release date.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub released: Option<PartialDate>,
-    /// "Toolkit Driver Version" for Linux x86_64: the native minimum.
-    pub min_driver_linux: DriverVersion,
+    /// "Toolkit Driver Version" for Linux x86_64: the native minimum. Required unless
+    /// listed in `pending` (a proposed record whose minimum no source has given yet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_driver_linux: Option<DriverVersion>,
     /// The same for Windows; absent when the toolkit no longer bundles a Windows driver.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_driver_windows: Option<DriverVersion>,
@@ -79,10 +81,18 @@ pub struct CudaRelease {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub family_min_driver_windows: Option<DriverVersion>,
     /// Real architectures nvcc compiles for offline (`sm_XY`), as compute capabilities.
+    /// Required (non-empty) unless listed in `pending`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sass: Vec<ComputeCapability>,
     /// Targets nvcc still accepts but warns will be removed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub deprecated: Vec<ComputeCapability>,
+    /// Keys whose facts are still to be found (one of [`CudaRelease::PENDABLE`]): absent
+    /// from the record, and not to be read as "none". The resolver treats a toolkit with
+    /// any pending fact as unknown, so a proposed record can be linted and reviewed in
+    /// place without any answer resting on a fact nobody has checked.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending: Vec<String>,
     /// The date this record's facts were last checked against their sources
     /// (`YYYY-MM-DD`). Required in every record file (the linter reports a missing one);
     /// absent only for records made at run time (an installed torch).
@@ -107,8 +117,14 @@ pub struct CudnnRelease {
     pub id: String,
     /// `9.1.0.70`.
     pub version: CudnnVersion,
-    /// The CUDA majors it is built for (`[11, 12]`).
+    /// The CUDA majors it is built for (`[11, 12]`). Required (non-empty) unless listed in
+    /// `pending`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cuda_majors: Vec<u32>,
+    /// Keys whose facts are still to be found (one of [`CudnnRelease::PENDABLE`]): absent
+    /// from the record until a source gives them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending: Vec<String>,
     /// Release date.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub released: Option<PartialDate>,
@@ -126,6 +142,31 @@ pub struct CudnnRelease {
     /// Where the facts come from (required; the checker reports an empty list).
     #[serde(default)]
     pub sources: Vec<Source>,
+}
+
+impl CudaRelease {
+    /// The keys a toolkit record may list in `pending`: the facts NVIDIA publishes only in
+    /// release notes and the nvcc binary, never on PyPI, each of which some rule reads
+    /// (an absent optional one would otherwise read as "none").
+    pub const PENDABLE: &'static [&'static str] = &[
+        "min_driver_linux",
+        "min_driver_windows",
+        "family_min_driver",
+        "family_min_driver_windows",
+        "sass",
+        "deprecated",
+    ];
+
+    /// Whether `key` is listed in `pending`.
+    pub fn is_pending(&self, key: &str) -> bool {
+        self.pending.iter().any(|k| k == key)
+    }
+}
+
+impl CudnnRelease {
+    /// The keys a cuDNN record may list in `pending`: which CUDA majors it supports is
+    /// NVIDIA's support matrix, and PyPI's `-cuXX` projects show only the wheels built.
+    pub const PENDABLE: &'static [&'static str] = &["cuda_majors"];
 }
 
 /// How NVIDIA supports a driver branch.

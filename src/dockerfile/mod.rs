@@ -283,7 +283,9 @@ fn arch_list(req: &Request<'_>, base: &Base) -> Option<String> {
         let nvcc: Option<&CudaRelease> = base
             .cuda
             .as_ref()
-            .and_then(|v| req.cuda.iter().find(|c| c.version == *v));
+            .and_then(|v| req.cuda.iter().find(|c| c.version == *v))
+            // An arch list not yet known filters nothing.
+            .filter(|c| !c.is_pending("sass"));
         set = req
             .stack
             .needs

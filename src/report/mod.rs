@@ -481,6 +481,18 @@ pub fn refresh(out: &mut dyn Write, s: &Summary, json_out: bool) -> io::Result<(
         return write_json(out, &doc);
     }
     writeln!(out, "torch releases read from PyPI: {}", s.releases)?;
+    writeln!(
+        out,
+        "CUDA toolkit releases read from PyPI: {} (cuda-toolkit); cuDNN releases: {}",
+        s.cuda_releases, s.cudnn_releases
+    )?;
+    if s.cudnn_older_unrecorded > 0 {
+        writeln!(
+            out,
+            "cuDNN releases older than compat-db's newest without a record: {} (not proposed: older cuDNN is recorded where a build or an image uses it)",
+            s.cudnn_older_unrecorded
+        )?;
+    }
     writeln!(out, "PyTorch wheel index: {}", s.pytorch_index)?;
     if !s.without_metadata.is_empty() {
         writeln!(
@@ -489,16 +501,24 @@ pub fn refresh(out: &mut dyn Write, s: &Summary, json_out: bool) -> io::Result<(
             s.without_metadata.join(", ")
         )?;
     }
-    let new: Vec<&str> = s
-        .proposals
-        .iter()
-        .filter(|p| p.new)
-        .map(|p| p.file.as_str())
-        .collect();
+    let new: Vec<_> = s.proposals.iter().filter(|p| p.new).collect();
     let changed: Vec<_> = s.proposals.iter().filter(|p| !p.new).collect();
-    writeln!(out, "new records proposed: {}", new.len())?;
-    for f in &new {
-        writeln!(out, "  + {f}")?;
+    let of_kind = |kind: &str| new.iter().filter(|p| p.kind == kind).count();
+    writeln!(
+        out,
+        "new records proposed: {} (torch {}, CUDA {}, cuDNN {})",
+        new.len(),
+        of_kind("torch"),
+        of_kind("cuda"),
+        of_kind("cudnn")
+    )?;
+    for p in &new {
+        if p.pending.is_empty() {
+            writeln!(out, "  + {}", p.file)?;
+        } else {
+            // Pending facts are what a curator must add before `query` uses the record.
+            writeln!(out, "  + {} (pending: {})", p.file, p.pending.join(", "))?;
+        }
     }
     writeln!(out, "changed records proposed: {}", changed.len())?;
     for p in changed {

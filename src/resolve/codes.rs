@@ -84,6 +84,10 @@ pub const CODES: &[(&str, &str)] = &[
         "the driver's branch is past its end of life: it runs, but gets no fixes",
     ),
     ("cuda-unknown", "the build's CUDA version has no toolkit record"),
+    (
+        "cuda-facts-pending",
+        "the build's CUDA toolkit record has facts still pending (driver minimum, arch list): the build is not judged",
+    ),
     // The question as a whole.
     (
         "no-matching-build",

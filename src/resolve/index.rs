@@ -39,16 +39,19 @@ pub struct Index<'a> {
 impl<'a> Index<'a> {
     /// Indexes a catalog.
     pub fn new(cat: &'a dyn Catalog) -> Index<'a> {
-        let mut rows: HashMap<(u32, u32), Vec<&'a CudaRelease>> = HashMap::new();
-        for c in cat.cuda() {
-            rows.entry(c.version.major_minor()).or_default().push(c);
+        let mut rows: HashMap<(u32, u32), Vec<(&'a CudaRelease, &'a DriverVersion)>> = HashMap::new();
+        // A toolkit with pending facts (a proposal not yet curated) is unknown to the
+        // rules: its line comes from the curated rows alone, and a line of only such rows
+        // has no thresholds, so nothing is judged compatible on facts nobody has checked.
+        for c in cat.cuda().iter().filter(|c| c.pending.is_empty()) {
+            if let Some(native) = &c.min_driver_linux {
+                rows.entry(c.version.major_minor()).or_default().push((c, native));
+            }
         }
         let mut lines = HashMap::new();
         for (mm, rs) in rows {
-            let ga = rs
-                .iter()
-                .min_by(|a, b| a.min_driver_linux.cmp(&b.min_driver_linux))
-                .expect("non-empty");
+            let (ga, native) = *rs.iter().min_by(|a, b| a.1.cmp(b.1)).expect("non-empty");
+            let rs: Vec<&CudaRelease> = rs.iter().map(|(c, _)| *c).collect();
             let newest = rs
                 .iter()
                 .max_by(|a, b| a.version.cmp(&b.version))
@@ -65,7 +68,7 @@ impl<'a> Index<'a> {
                 mm,
                 CudaLine {
                     version: CudaVersion::from_major_minor(mm.0, mm.1),
-                    native: ga.min_driver_linux.clone(),
+                    native: native.clone(),
                     floor: if mvc { ga.family_min_driver.clone() } else { None },
                     newest,
                     unverified_native: ga.unverified.iter().any(|u| u == "min_driver_linux"),

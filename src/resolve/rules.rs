@@ -236,6 +236,41 @@ fn eval_build(
         }
     }
     let Some(line) = line else {
+        // A record of the line exists but the index left it out: its facts are pending.
+        // Only this rare branch looks at the records again, off the usual path.
+        let pending: Vec<&crate::db::CudaRelease> = ix
+            .cat
+            .cuda()
+            .iter()
+            .filter(|c| c.version.major_minor() == cuda.major_minor())
+            .collect();
+        if let Some(first) = pending.first() {
+            let mut keys: Vec<&str> = pending
+                .iter()
+                .flat_map(|c| c.pending.iter().map(String::as_str))
+                .collect();
+            keys.sort_unstable();
+            keys.dedup();
+            let files: Vec<String> = pending
+                .iter()
+                .map(|c| format!("cuda/{}.toml", c.version))
+                .collect();
+            f.push(
+                finding(
+                    "cuda-facts-pending",
+                    Severity::Conditional,
+                    format!(
+                        "CUDA {cuda} of torch {name} is not judged: its toolkit record ({}) still has {} pending, so no driver is known to run it",
+                        files.join(", "),
+                        keys.join(", ")
+                    ),
+                )
+                .fact("cuda", &cuda)
+                .fact("pending", keys.join(","))
+                .source(first_source(&first.sources)),
+            );
+            return BuildEval { findings: f, needs };
+        }
         f.push(
             finding(
                 "cuda-unknown",

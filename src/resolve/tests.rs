@@ -21,12 +21,13 @@ fn cuda(version: &str, native: &str, floor: Option<&str>, sass: &[&str]) -> Cuda
         version: version.parse().unwrap(),
         label: version.into(),
         released: None,
-        min_driver_linux: native.parse().unwrap(),
+        min_driver_linux: Some(native.parse().unwrap()),
         min_driver_windows: None,
         family_min_driver: floor.map(|f| f.parse().unwrap()),
         family_min_driver_windows: None,
         sass: sass.iter().map(|s| s.parse().unwrap()).collect(),
         deprecated: vec![],
+        pending: vec![],
         checked: None,
         unverified: vec![],
         notes: None,
@@ -357,7 +358,11 @@ fn oracle(db: &Db, q: &Query, v: &TorchVariant) -> Status {
         .iter()
         .filter(|r| (r.version.major(), r.version.minor()) == mm)
         .collect();
-    let native = rows.iter().map(|r| r.min_driver_linux.clone()).min().unwrap();
+    let native = rows
+        .iter()
+        .filter_map(|r| r.min_driver_linux.clone())
+        .min()
+        .unwrap();
     let floor = if mm >= (11, 1) {
         rows[0].family_min_driver.clone()
     } else {
@@ -568,6 +573,48 @@ fn index_thresholds() {
             .map(|(b, exact)| (b.branch, exact)),
         Some((570, false))
     );
+}
+
+/// A proposed toolkit whose facts are pending: as if it had no record for the rules, on
+/// every driver, and it never moves the thresholds of a curated line.
+#[test]
+fn a_toolkit_with_pending_facts_is_not_judged() {
+    let pending = |version: &str| {
+        let mut c = cuda(version, "1.0", Some("580.65.06"), &[]);
+        c.min_driver_linux = None;
+        c.pending = vec!["min_driver_linux".into(), "sass".into()];
+        c
+    };
+    let mut db = base_db();
+    db.cuda.push(pending("13.6.0"));
+    // An update of a curated line, pending: the line keeps its curated rows' facts.
+    db.cuda.push(pending("12.4.2"));
+    let ix = Index::new(&db);
+    assert!(ix.line(&"13.6".parse().unwrap()).is_none());
+    assert_eq!(
+        ix.line(&"12.4".parse().unwrap())
+            .unwrap()
+            .newest
+            .version
+            .to_string(),
+        "12.4.1"
+    );
+    assert_eq!(
+        ix.driver_cuda(&"999.1".parse().unwrap()),
+        Some("13.0".parse().unwrap())
+    );
+    db.torch = vec![torch("2.16.0", &["cp311"], vec![variant("cu136", &["9.0"], &[])])];
+    for driver in ["580.65.06", "620.70.06", "999.99"] {
+        let q = Query {
+            gpus: vec![ask(gpu("H100", "9.0", Segment::Datacenter))],
+            driver: Some(driver.parse().unwrap()),
+            ..Query::default()
+        };
+        let a = resolve(&db, &q);
+        assert_ne!(a.verdict, Status::Compatible, "{driver}");
+        assert!(codes_of(&a).contains(&"cuda-facts-pending"), "{:?}", codes_of(&a));
+        assert!(a.stacks[0].needs.driver_native.is_none());
+    }
 }
 
 #[test]

@@ -2,17 +2,23 @@
 //!
 //! Owns: the HTTP client of the refresh (reqwest, through [`crate::net`]), the readers of PyPI's JSON simple API and wheel
 //! metadata (PEP 658), the PyTorch wheel index, and turning what they say into proposed
-//! records. Must not: write into `compat-db/` (proposals go to a directory a curator
+//! records: torch releases (`refresh`), CUDA toolkits and cuDNN releases (`toolkits`,
+//! whose unknowable facts are proposed as `pending`, never guessed). Must not: write into `compat-db/` (proposals go to a directory a curator
 //! reviews), decide compatibility, or print (the summary is data for `report`).
 
 pub(crate) mod http;
 pub mod pypi;
 mod refresh;
+mod toolkits;
 
 pub use http::{Client, Fetched};
 pub use refresh::{
     Change, Proposal, RefreshOptions, RefreshStep, Summary, compare_torch, refresh, refresh_told,
     torch_facts, torch_facts_told,
+};
+pub use toolkits::{
+    COMPONENT_PROJECTS, CUDNN_PROJECTS, ComponentLines, TOOLKIT_PROJECT, component_pin, toolkit_candidates,
+    toolkit_release,
 };
 
 /// Why reading upstream failed.

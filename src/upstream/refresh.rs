@@ -1,5 +1,6 @@
 //! `gpuenv db refresh`: what PyPI (and the PyTorch index, where reachable) says about torch
-//! releases, compared with the curated records, as proposals for review.
+//! releases, compared with the curated records, as proposals for review; with the new CUDA
+//! toolkits and cuDNN releases that [`super::toolkits`] proposes beside them.
 //!
 //! Curated facts are never overwritten: proposals are written to a directory of their own,
 //! all at once (a temporary directory of a random name renamed into place, which refuses a
@@ -80,10 +81,14 @@ pub struct Change {
 /// A proposed record.
 #[derive(Debug, Clone, Serialize)]
 pub struct Proposal {
-    /// `torch/2.15.0.toml`.
+    /// `torch/2.15.0.toml`, `cuda/13.6.0.toml`, `cudnn/9.30.0.12.toml`.
     pub file: String,
+    /// The kind of record: `torch`, `cuda` or `cudnn`.
+    pub kind: &'static str,
     /// A release the database lacks.
     pub new: bool,
+    /// Keys the record lists as `pending`: facts upstream does not state, left for a curator.
+    pub pending: Vec<String>,
     /// For a known release: what differs.
     pub changes: Vec<Change>,
     /// The proposed TOML.
@@ -94,8 +99,15 @@ pub struct Proposal {
 /// What a refresh found.
 #[derive(Debug, Clone, Serialize)]
 pub struct Summary {
-    /// Releases read from PyPI.
+    /// torch releases read from PyPI.
     pub releases: usize,
+    /// CUDA toolkit releases PyPI's `cuda-toolkit` meta-package lists.
+    pub cuda_releases: usize,
+    /// cuDNN releases the `nvidia-cudnn-cuXX` projects list.
+    pub cudnn_releases: usize,
+    /// cuDNN releases older than compat-db's newest with no record: not proposed, as
+    /// compat-db records older ones only where a build or an image uses them.
+    pub cudnn_older_unrecorded: usize,
     /// Releases whose metadata no mirror served (only their wheel tags were compared).
     pub without_metadata: Vec<String>,
     /// Proposals, new first.
@@ -148,7 +160,7 @@ fn project(
 }
 
 /// Reads the metadata of the first wheel (of `files`, at most `attempts`) that has one.
-fn metadata(
+pub(super) fn metadata(
     client: &Client,
     page: &Url,
     files: &[pypi::SimpleFile],
@@ -199,7 +211,7 @@ fn companions(
 }
 
 /// [`project`], told as a stage of one file.
-fn project_told(
+pub(super) fn project_told(
     client: &Client,
     opts: &RefreshOptions,
     name: &str,
@@ -571,20 +583,22 @@ fn updated_record(rec: &TorchRelease, f: &TorchFacts) -> TorchRelease {
     r
 }
 
-/// A record as TOML, under a header saying where it came from.
-fn to_toml(rec: &TorchRelease, header: &str) -> Result<String, UpstreamError> {
-    let mut value = toml::Value::try_from(rec).map_err(|e| UpstreamError::Write {
-        path: format!("torch/{}.toml", rec.version),
-        reason: e.to_string(),
-    })?;
+/// A record as TOML, under a header saying where it came from. `file` names it in errors.
+pub(super) fn record_toml<T: Serialize>(rec: &T, file: &str, header: &str) -> Result<String, UpstreamError> {
+    let werr = |e: String| UpstreamError::Write {
+        path: file.to_string(),
+        reason: e,
+    };
+    let mut value = toml::Value::try_from(rec).map_err(|e| werr(e.to_string()))?;
     if let Some(t) = value.as_table_mut() {
         t.remove("id"); // the file name is the id
     }
-    let body = toml::to_string(&value).map_err(|e| UpstreamError::Write {
-        path: format!("torch/{}.toml", rec.version),
-        reason: e.to_string(),
-    })?;
+    let body = toml::to_string(&value).map_err(|e| werr(e.to_string()))?;
     Ok(format!("{header}{body}"))
+}
+
+fn to_toml(rec: &TorchRelease, header: &str) -> Result<String, UpstreamError> {
+    record_toml(rec, &format!("torch/{}.toml", rec.version), header)
 }
 
 /// Compares upstream with `db` and writes proposals to `out` (which must not exist, or be
@@ -627,7 +641,9 @@ pub fn refresh_told(
                 );
                 proposals.push(Proposal {
                     file,
+                    kind: "torch",
                     new: true,
+                    pending: Vec::new(),
                     changes: Vec::new(),
                     text: to_toml(&rec, &header)?,
                 });
@@ -647,7 +663,9 @@ pub fn refresh_told(
                     header.push('\n');
                     proposals.push(Proposal {
                         file,
+                        kind: "torch",
                         new: false,
+                        pending: Vec::new(),
                         text: to_toml(&updated_record(rec, f), &header)?,
                         changes,
                     });
@@ -655,6 +673,8 @@ pub fn refresh_told(
             }
         }
     }
+    let toolkits = super::toolkits::scan(client, db, opts, progress)?;
+    proposals.extend(toolkits.proposals);
     proposals.sort_by(|a, b| b.new.cmp(&a.new).then(a.file.cmp(&b.file)));
     let written = match out {
         Some(dir) if !proposals.is_empty() => {
@@ -665,6 +685,9 @@ pub fn refresh_told(
     };
     Ok(Summary {
         releases: facts.len(),
+        cuda_releases: toolkits.toolkit_releases,
+        cudnn_releases: toolkits.cudnn_releases,
+        cudnn_older_unrecorded: toolkits.cudnn_older_unrecorded,
         without_metadata,
         proposals,
         pytorch_index: index_status,

@@ -228,3 +228,237 @@ fn a_bad_url_is_bad_input() {
         run.stderr
     );
 }
+
+/// The CUDA toolkits and cuDNN releases of a copy of compat-db that the recorded PyPI has
+/// and it lacks: records removed here are proposed back, and nothing else.
+const TOOLKITS_REMOVED: [&str; 4] = [
+    "cuda/13.4.2.toml",
+    "cuda/13.5.0.toml",
+    "cudnn/9.28.0.42.toml",
+    "cudnn/9.28.1.4.toml",
+];
+
+fn refresh_into(
+    db: &std::path::Path,
+    out: &std::path::Path,
+    server: &Replay,
+    json: bool,
+) -> crate::support::Run {
+    let mut args = vec![
+        "db",
+        "refresh",
+        "--db",
+        db.to_str().unwrap(),
+        "--pypi",
+        &server.url,
+        "--no-pytorch-index",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    if json {
+        args.push("--json");
+    }
+    gpuenv(&args)
+}
+
+fn files_under(dir: &std::path::Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for kind in std::fs::read_dir(dir).unwrap() {
+        let kind = kind.unwrap();
+        for f in std::fs::read_dir(kind.path()).unwrap() {
+            out.push(format!(
+                "{}/{}",
+                kind.file_name().to_string_lossy(),
+                f.unwrap().file_name().to_string_lossy()
+            ));
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn refresh_proposes_exactly_the_missing_toolkits_and_cudnn_releases() {
+    let server = replay();
+    let db = trimmed_db(&TOOLKITS_REMOVED);
+    let scratch = tempfile::tempdir().unwrap();
+    let out = scratch.path().join("proposals");
+    let run = refresh_into(db.path(), &out, &server, false);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    // Exactly the removed records: not 12.9.1, 13.0.2, 13.0.3 or 13.4.1, which compat-db
+    // has; not 13.4.0rc1 (a pre-release), the 11.7 line (components only, but recorded),
+    // cuDNN 9.4.0.58 (older than the newest record) or 9.1.0.70.post1.
+    assert_eq!(files_under(&out), TOOLKITS_REMOVED.map(String::from).to_vec());
+    assert!(
+        run.stdout
+            .contains("new records proposed: 4 (torch 0, CUDA 2, cuDNN 2)"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout
+            .contains("  + cuda/13.5.0.toml (pending: min_driver_linux, sass)"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout
+            .contains("  + cudnn/9.28.1.4.toml (pending: cuda_majors)"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout
+            .contains("CUDA toolkit releases read from PyPI: 6 (cuda-toolkit); cuDNN releases: 6"),
+        "{}",
+        run.stdout
+    );
+
+    // What PyPI states is in the proposal; what it cannot state is pending, not guessed.
+    let p = std::fs::read_to_string(out.join("cuda/13.4.2.toml")).unwrap();
+    assert!(p.contains("label = \"CUDA 13.4 Update 2\""), "{p}");
+    assert!(p.contains("released = \"2026-09-16\""), "{p}");
+    assert!(p.contains("pending = [\"min_driver_linux\", \"sass\"]"), "{p}");
+    assert!(
+        p.contains("nvidia-cuda-nvcc==13.4.92.*"),
+        "the meta-package's pins: {p}"
+    );
+    assert!(!p.contains("min_driver_linux ="), "{p}");
+    assert!(!p.contains("sass ="), "{p}");
+    let p = std::fs::read_to_string(out.join("cuda/13.5.0.toml")).unwrap();
+    assert!(p.contains("no PEP 658 metadata was served"), "{p}");
+    let p = std::fs::read_to_string(out.join("cudnn/9.28.0.42.toml")).unwrap();
+    assert!(p.contains("pending = [\"cuda_majors\"]"), "{p}");
+    assert!(!p.contains("cuda_majors ="), "{p}");
+    assert!(p.contains("nvidia-cudnn-cu13, nvidia-cudnn-cu12"), "{p}");
+
+    // The proposals are records: moved into the copy, it lints clean.
+    for f in &TOOLKITS_REMOVED {
+        std::fs::copy(out.join(f), db.path().join(f)).unwrap();
+    }
+    let lint = gpuenv(&["db", "lint", "--db", db.path().to_str().unwrap()]);
+    assert_eq!(lint.code, 0, "{}{}", lint.stdout, lint.stderr);
+
+    // ... and then there is nothing left to propose.
+    let again = scratch.path().join("again");
+    let run = refresh_into(db.path(), &again, &server, false);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stdout.contains("new records proposed: 0"), "{}", run.stdout);
+    assert!(!again.exists());
+}
+
+#[test]
+fn the_json_summary_lists_toolkit_and_cudnn_proposals_beside_torch() {
+    let server = replay();
+    let db = trimmed_db(&["torch/2.15.0.toml", "cuda/13.5.0.toml", "cudnn/9.28.1.4.toml"]);
+    let scratch = tempfile::tempdir().unwrap();
+    let out = scratch.path().join("proposals");
+    let run = refresh_into(db.path(), &out, &server, true);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let doc: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    let got: Vec<(String, String, Vec<String>)> = doc["proposals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["file"].as_str().unwrap().to_string(),
+                p["kind"].as_str().unwrap().to_string(),
+                p["pending"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|k| k.as_str().unwrap().to_string())
+                    .collect(),
+            )
+        })
+        .collect();
+    let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+    assert_eq!(
+        got,
+        vec![
+            (
+                "cuda/13.5.0.toml".into(),
+                "cuda".into(),
+                s(&["min_driver_linux", "sass"])
+            ),
+            ("cudnn/9.28.1.4.toml".into(), "cudnn".into(), s(&["cuda_majors"])),
+            ("torch/2.15.0.toml".into(), "torch".into(), vec![]),
+        ]
+    );
+    assert_eq!(doc["cuda_releases"], 6);
+    assert_eq!(doc["cudnn_releases"], 6);
+    assert_eq!(doc["cudnn_older_unrecorded"], 1);
+}
+
+/// A proposed toolkit moved into the database lints clean, yet `query` does not answer as
+/// if its pending facts were known: a torch build on its CUDA line is not judged
+/// compatible on any driver, and the answer says why (`cuda-facts-pending`).
+#[test]
+fn a_proposed_toolkit_with_pending_facts_is_never_judged_compatible() {
+    let server = replay();
+    let db = trimmed_db(&["cuda/13.5.0.toml"]);
+    let scratch = tempfile::tempdir().unwrap();
+    let out = scratch.path().join("proposals");
+    let run = refresh_into(db.path(), &out, &server, false);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    std::fs::copy(out.join("cuda/13.5.0.toml"), db.path().join("cuda/13.5.0.toml")).unwrap();
+    // A torch build on CUDA 13.5, as a curator would add it once such wheels appear.
+    let torch = db.path().join("torch/2.15.0.toml");
+    let mut text = std::fs::read_to_string(&torch).unwrap();
+    text.push_str(
+        "\n[[variants]]\ntag = \"cu135\"\ncuda = \"13.5\"\nsass = [\"7.5\", \"8.0\", \"8.6\", \"9.0\", \"10.0\", \"12.0\"]\n\
+         ptx = []\nindex_url = \"https://download.pytorch.org/whl/cu135\"\n",
+    );
+    std::fs::write(&torch, text).unwrap();
+    let dir = db.path().to_str().unwrap();
+    let lint = gpuenv(&["db", "lint", "--db", dir]);
+    assert_eq!(lint.code, 0, "{}{}", lint.stdout, lint.stderr);
+
+    for driver in ["580.65.06", "620.70.06", "999.99"] {
+        let run = gpuenv(&[
+            "query", "--db", dir, "--torch", "2.15.0", "--cuda", "13.5", "--gpu", "H100 SXM", "--driver",
+            driver, "--json",
+        ]);
+        let doc: serde_json::Value =
+            serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("{e}: {}{}", run.stdout, run.stderr));
+        let stacks = doc["stacks"].as_array().unwrap();
+        let cu135: Vec<&serde_json::Value> = stacks.iter().filter(|s| s["variant"] == "cu135").collect();
+        assert!(!cu135.is_empty(), "{}", run.stdout);
+        for s in &cu135 {
+            assert_ne!(s["status"], "compatible", "driver {driver}: {s}");
+            let codes: Vec<&str> = s["findings"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|f| f["code"].as_str())
+                .collect();
+            assert!(
+                codes.contains(&"cuda-facts-pending"),
+                "driver {driver}: {codes:?}"
+            );
+            assert!(s["needs"].get("driver_native").is_none(), "{s}");
+        }
+        assert_ne!(doc["verdict"], "compatible", "driver {driver}: {}", run.stdout);
+    }
+    // The human answer names the pending facts.
+    let run = gpuenv(&[
+        "query",
+        "--db",
+        dir,
+        "--torch",
+        "2.15.0",
+        "--cuda",
+        "13.5",
+        "--gpu",
+        "H100 SXM",
+        "--driver",
+        "620.70.06",
+    ]);
+    assert!(
+        run.stdout.contains("min_driver_linux, sass pending"),
+        "{}{}",
+        run.stdout,
+        run.stderr
+    );
+}
