@@ -88,7 +88,7 @@ fn facts(db: &Db, rec: &Image) -> (ImageFacts, Vec<ForwardCompat>) {
             db.cuda
                 .iter()
                 .filter(|k| k.version.major_minor() == c.major_minor())
-                .map(|k| k.min_driver_linux.clone())
+                .filter_map(|k| k.min_driver_linux.clone())
                 .min()
         });
         if let Some(provides) = provides {

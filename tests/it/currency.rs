@@ -488,3 +488,51 @@ fn the_cudnn_of_every_torch_build_is_recorded_or_its_absence_explained() {
         }
     }
 }
+
+/// The `pytorch/pytorch` tags of torch 2.12.0 to 2.14.1 (runtime and devel, CUDA 12.6, 13.0
+/// and 13.2), each found by its full image name, naming the torch and CUDA its tag says and
+/// the cuDNN the matching wheel pins; the Python and OS not read from the image stay marked.
+#[test]
+fn the_pytorch_images_of_torch_2_12_to_2_14_are_found_by_name() {
+    let cudnn = |torch: &str, cuda: &str| match (torch, cuda) {
+        (_, "12.6") => "9.10.2.21",
+        ("2.14.0" | "2.14.1", _) => "9.24.0.43",
+        _ => "9.20.0.48",
+    };
+    let mut n = 0;
+    for torch in ["2.12.0", "2.12.1", "2.13.0", "2.14.0", "2.14.1"] {
+        for cuda in ["12.6", "13.0", "13.2"] {
+            for flavor in ["runtime", "devel"] {
+                let tag = format!("{torch}-cuda{cuda}-cudnn9-{flavor}");
+                let doc = show("image", &format!("pytorch/pytorch:{tag}"));
+                assert_eq!(doc["id"], format!("pytorch-{tag}"));
+                assert_eq!(doc["family"], "pytorch");
+                assert_eq!(doc["tag"], tag.as_str());
+                assert_eq!(doc["torch"], torch, "{tag}");
+                assert_eq!(doc["cuda"], cuda, "{tag}");
+                assert_eq!(doc["cudnn"], cudnn(torch, cuda), "{tag}");
+                assert_eq!(doc["flavors"][0], flavor, "{tag}");
+                let marked = unverified(&doc);
+                for key in ["python", "os", "cudnn"] {
+                    assert!(marked.contains(&key.to_string()), "{tag}: {marked:?}");
+                }
+                assert!(
+                    sources(&doc)
+                        .iter()
+                        .any(|u| u == &format!("https://pypi.org/project/torch/{torch}/")),
+                    "{tag}"
+                );
+                n += 1;
+            }
+        }
+    }
+    assert_eq!(n, 30);
+    // No 2.15.0 tag was evidenced: none is recorded.
+    let run = gpuenv(&[
+        "show",
+        "image",
+        "pytorch/pytorch:2.15.0-cuda13.2-cudnn9-runtime",
+        "--json",
+    ]);
+    assert_ne!(run.code, 0, "{}", run.stdout);
+}

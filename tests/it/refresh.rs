@@ -54,7 +54,20 @@ fn shipped_torch_records_agree_with_recorded_pypi() {
 fn refresh_proposes_exactly_the_missing_records() {
     let server = replay();
     let removed = ["torch/2.15.0.toml", "torch/2.12.1.toml", "torch/2.1.2.toml"];
-    let db = trimmed_db(&removed);
+    // The images of a removed release go too: a database that names a torch it has no
+    // record of is refused before anything is read.
+    let images: Vec<String> = std::fs::read_dir(crate::support::root().join("compat-db/image"))
+        .unwrap()
+        .map(|e| format!("image/{}", e.unwrap().file_name().to_string_lossy()))
+        .filter(|f| {
+            ["2.15.0", "2.12.1", "2.1.2"]
+                .iter()
+                .any(|v| f.starts_with(&format!("image/pytorch-{v}-")))
+        })
+        .collect();
+    let mut gone: Vec<&str> = removed.to_vec();
+    gone.extend(images.iter().map(String::as_str));
+    let db = trimmed_db(&gone);
     let scratch = tempfile::tempdir().unwrap();
     let out = scratch.path().join("proposals");
     let run = gpuenv(&[
