@@ -52,6 +52,7 @@ fn gpu_names_as_nvidia_smi_prints_them() {
         ("NVIDIA GeForce RTX 5090", "RTX 5090"),
         ("NVIDIA H20-3e", "H20-3e"),
         ("NVIDIA H20", "H20"),
+        ("NVIDIA H20 NVL16", "H20 NVL16"),
         ("NVIDIA H800 PCIe", "H800 PCIe"),
         ("NVIDIA H800 NVL", "H800 NVL"),
         ("NVIDIA H800", "H800"),
@@ -92,6 +93,9 @@ fn gpu_names_as_nvidia_smi_prints_them() {
         assert_eq!(run.code, 0, "{printed}: {}", run.stderr);
         assert_eq!(json(&run)["name"], want, "{printed}");
     }
+    // NVIDIA publishes no memory for the H20 NVL16: what is recorded is marked.
+    let nvl16 = json(&gpuenv(&["show", "gpu", "H20 NVL16", "--json"]));
+    assert!(nvl16["unverified"].as_array().unwrap().iter().any(|k| k == "memory_gib"));
     // The SXM H800 keeps the plain name; the PCIe card is another form factor.
     let sxm = json(&gpuenv(&["show", "gpu", "H800", "--json"]));
     assert_eq!(sxm["form_factor"], "sxm");
