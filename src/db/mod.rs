@@ -470,11 +470,8 @@ pub fn lint_as_of(files: &[SourceFile], today: Option<PartialDate>) -> Vec<Probl
 
 /// Today's date by the system clock (UTC); `None` if the clock is before 1970.
 pub fn today() -> Option<PartialDate> {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .ok()?
-        .as_secs();
-    Some(PartialDate::from_days((secs / 86_400) as i64))
+    let today = PartialDate::today();
+    (today.year >= 1970).then_some(today)
 }
 
 /// After how many days the database is old enough that a release newer than any it

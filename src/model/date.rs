@@ -46,13 +46,9 @@ impl FromStr for PartialDate {
             }
         }
         if let Some(d) = day {
-            let max = match month.expect("a day comes after a month") {
-                2 if year % 4 == 0 && (year % 100 != 0 || year % 400 == 0) => 29,
-                2 => 28,
-                4 | 6 | 9 | 11 => 30,
-                _ => 31,
-            };
-            if !(1..=max).contains(&d) {
+            let m = month.expect("a day comes after a month");
+            let max = jiff::civil::date(year as i16, m as i8, 1).days_in_month();
+            if !(1..=max as u32).contains(&d) {
                 return Err(ParseError::new(
                     WHAT,
                     input,
@@ -69,44 +65,52 @@ impl FromStr for PartialDate {
 }
 
 impl PartialDate {
-    /// A full date (`YYYY-MM-DD`) from days since 1970-01-01 (Howard Hinnant's
-    /// civil-from-days algorithm).
+    /// A full date (`YYYY-MM-DD`) from days since 1970-01-01, clamped to the years a
+    /// date here can have (0001 to 9999).
     pub fn from_days(days: i64) -> PartialDate {
-        let z = days + 719_468;
-        let era = z.div_euclid(146_097);
-        let doe = z - era * 146_097;
-        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-        let mp = (5 * doy + 2) / 153;
-        let day = doy - (153 * mp + 2) / 5 + 1;
-        let month = if mp < 10 { mp + 3 } else { mp - 9 };
-        let year = yoe + era * 400 + i64::from(month <= 2);
-        PartialDate {
-            year: year.clamp(0, 9999) as u16,
-            month: Some(month as u8),
-            day: Some(day as u8),
-        }
+        let epoch = jiff::civil::date(1970, 1, 1);
+        let date = jiff::Span::new()
+            .try_days(days)
+            .ok()
+            .and_then(|span| epoch.checked_add(span).ok())
+            .unwrap_or(if days < 0 {
+                jiff::civil::Date::MIN
+            } else {
+                jiff::civil::Date::MAX
+            });
+        PartialDate::from(date)
     }
 
     /// Days since 1970-01-01 of the first day the date covers (`2026-06` is 2026-06-01).
     pub fn days(&self) -> i64 {
-        let (y, m, d) = (
-            i64::from(self.year),
-            i64::from(self.month.unwrap_or(1)),
-            i64::from(self.day.unwrap_or(1)),
+        let date = jiff::civil::date(
+            self.year as i16,
+            self.month.unwrap_or(1) as i8,
+            self.day.unwrap_or(1) as i8,
         );
-        let y = if m <= 2 { y - 1 } else { y };
-        let era = y.div_euclid(400);
-        let yoe = y - era * 400;
-        let mp = (m + 9) % 12;
-        let doy = (153 * mp + 2) / 5 + d - 1;
-        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-        era * 146_097 + doe - 719_468
+        jiff::civil::date(1970, 1, 1)
+            .until((jiff::Unit::Day, date))
+            .map_or(0, |span| i64::from(span.get_days()))
+    }
+
+    /// Today, by the system clock in UTC.
+    pub fn today() -> PartialDate {
+        PartialDate::from(jiff::Timestamp::now().to_zoned(jiff::tz::TimeZone::UTC).date())
     }
 
     /// Whether the date has a day (`YYYY-MM-DD`).
     pub fn is_full(&self) -> bool {
         self.day.is_some()
+    }
+}
+
+impl From<jiff::civil::Date> for PartialDate {
+    fn from(d: jiff::civil::Date) -> PartialDate {
+        PartialDate {
+            year: d.year().clamp(1, 9999) as u16,
+            month: Some(d.month() as u8),
+            day: Some(d.day() as u8),
+        }
     }
 }
 
