@@ -605,7 +605,7 @@ fn dispatch(cli: &Cli, out: &mut dyn Write, styles: report::Styles) -> Result<Ex
         } => {
             let db = open_db(&cli.db)?;
             let kind = Kind::from(*kind);
-            report::list(out, kind, &names(&db, kind), *json)?;
+            report::list(out, kind, &db.display_names(kind), *json)?;
             Ok(Exit::Ok)
         }
         Command::Query(args) => {
@@ -871,42 +871,10 @@ fn check(cli: &Cli, args: &CheckArgs, out: &mut dyn Write, styles: report::Style
     let host = args.host.report(&args.python_path, &db)?;
     let acceptance = crate::judge::accept(&db, &host, &expect).map_err(CliError::Usage)?;
 
-    // The project's needs from the flags and files; the machine from the host, unless a
-    // flag names it.
+    // The project's needs from the flags and files, on this host.
     let mut q = args.stack.to_query(&db)?;
     args.project.apply(&db, &mut q)?;
-    let machine = crate::judge::machine_query(&db, &host);
-    // The host's lack of a GPU or driver is a fact unless the flags name both instead.
-    if q.gpus.is_empty() || q.driver.is_none() {
-        q.no_cuda_device = machine.no_cuda_device;
-    }
-    if q.gpus.is_empty() {
-        q.gpus = machine.gpus;
-    }
-    if q.driver.is_none() {
-        q.driver = machine.driver;
-    }
-    if q.glibc.is_none() {
-        q.glibc = machine.glibc;
-    }
-    q.nvcc = machine.nvcc;
-    if q.python.is_empty() {
-        // Only the Pythons this host has.
-        let versions: Vec<String> = host
-            .pythons
-            .iter()
-            .filter_map(|p| p.version.as_deref())
-            .map(|v| v.split('.').take(2).collect::<Vec<_>>().join("."))
-            .collect();
-        if !versions.is_empty() {
-            let spec = versions.iter().map(|v| format!("=={v}")).collect::<Vec<_>>();
-            // One specifier cannot say "any of"; the first Python found decides.
-            q.python.push((
-                crate::model::parse_specifiers(&spec[0]).map_err(|e| CliError::Usage(e.to_string()))?,
-                "this host's python3".into(),
-            ));
-        }
-    }
+    let q = crate::judge::check_query(&db, &host, q).map_err(CliError::Usage)?;
     let answer = resolve::resolve(&*db, &q);
     let opts = report::QueryOpts {
         json: args.json,
@@ -1019,62 +987,6 @@ fn refresh(cli: &Cli, args: &RefreshArgs, out: &mut dyn Write) -> Result<Exit, C
     let summary = summary?;
     report::refresh(out, &summary, args.json)?;
     Ok(Exit::Ok)
-}
-
-/// `(id, display name)` of every record of a kind.
-fn names(db: &Db, kind: Kind) -> Vec<(String, String)> {
-    match kind {
-        Kind::Gpu => db.gpus.iter().map(|g| (g.id.clone(), g.name.clone())).collect(),
-        Kind::Cuda => db.cuda.iter().map(|c| (c.id.clone(), c.label.clone())).collect(),
-        Kind::Cudnn => db
-            .cudnn
-            .iter()
-            .map(|c| (c.id.clone(), format!("cuDNN {}", c.version)))
-            .collect(),
-        Kind::Torch => db
-            .torch
-            .iter()
-            .map(|t| {
-                let tags: Vec<String> = t.variants.iter().map(|v| v.tag.to_string()).collect();
-                (t.id.clone(), format!("torch {} ({})", t.version, tags.join(", ")))
-            })
-            .collect(),
-        Kind::Driver => db
-            .drivers
-            .iter()
-            .map(|d| (d.id.clone(), format!("R{}", d.branch)))
-            .collect(),
-        Kind::Python => db
-            .python
-            .iter()
-            .map(|p| (p.id.clone(), format!("Python {}", p.version)))
-            .collect(),
-        Kind::Image => db
-            .images
-            .iter()
-            .map(|i| {
-                let name = match &i.tag {
-                    Some(t) => format!("{}:{t}", i.repository),
-                    None => format!(
-                        "{}:{}-*",
-                        i.repository,
-                        i.cuda.as_ref().map_or("", |c| c.as_str())
-                    ),
-                };
-                (i.id.clone(), name)
-            })
-            .collect(),
-        Kind::Package => db
-            .packages
-            .iter()
-            .map(|p| {
-                (
-                    p.id.clone(),
-                    format!("{} (compiles CUDA code: {})", p.name, p.compiles.as_str()),
-                )
-            })
-            .collect(),
-    }
 }
 
 #[cfg(test)]

@@ -660,6 +660,63 @@ impl Db {
         }
     }
 
+    /// `(id, display name)` of every record of a kind.
+    pub fn display_names(&self, kind: Kind) -> Vec<(String, String)> {
+        let db = self;
+        match kind {
+            Kind::Gpu => db.gpus.iter().map(|g| (g.id.clone(), g.name.clone())).collect(),
+            Kind::Cuda => db.cuda.iter().map(|c| (c.id.clone(), c.label.clone())).collect(),
+            Kind::Cudnn => db
+                .cudnn
+                .iter()
+                .map(|c| (c.id.clone(), format!("cuDNN {}", c.version)))
+                .collect(),
+            Kind::Torch => db
+                .torch
+                .iter()
+                .map(|t| {
+                    let tags: Vec<String> = t.variants.iter().map(|v| v.tag.to_string()).collect();
+                    (t.id.clone(), format!("torch {} ({})", t.version, tags.join(", ")))
+                })
+                .collect(),
+            Kind::Driver => db
+                .drivers
+                .iter()
+                .map(|d| (d.id.clone(), format!("R{}", d.branch)))
+                .collect(),
+            Kind::Python => db
+                .python
+                .iter()
+                .map(|p| (p.id.clone(), format!("Python {}", p.version)))
+                .collect(),
+            Kind::Image => db
+                .images
+                .iter()
+                .map(|i| {
+                    let name = match &i.tag {
+                        Some(t) => format!("{}:{t}", i.repository),
+                        None => format!(
+                            "{}:{}-*",
+                            i.repository,
+                            i.cuda.as_ref().map_or("", |c| c.as_str())
+                        ),
+                    };
+                    (i.id.clone(), name)
+                })
+                .collect(),
+            Kind::Package => db
+                .packages
+                .iter()
+                .map(|p| {
+                    (
+                        p.id.clone(),
+                        format!("{} (compiles CUDA code: {})", p.name, p.compiles.as_str()),
+                    )
+                })
+                .collect(),
+        }
+    }
+
     /// Finds an image by id, tag or `repository:tag`, as people write them: the repository
     /// in full or by its last components (`pytorch:24.08-py3`, `nvidia/pytorch:24.08-py3`),
     /// with a transport (`docker://`), a registry (`docker.io/`) or a digest, or an NGC

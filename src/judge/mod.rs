@@ -177,6 +177,41 @@ pub fn machine_query(db: &Db, host: &HostReport) -> Query {
     }
 }
 
+/// The query `check` asks: the project's needs (`project`, from flags and files) on this
+/// host. The machine comes from the host unless a flag names it; the host's lack of a GPU
+/// or driver stays a fact unless the flags name both. With no Python asked for, only the
+/// host's own Pythons are: one specifier cannot say "any of", so the first one found
+/// decides.
+pub fn check_query(db: &Db, host: &HostReport, mut q: Query) -> Result<Query, String> {
+    let machine = machine_query(db, host);
+    if q.gpus.is_empty() || q.driver.is_none() {
+        q.no_cuda_device = machine.no_cuda_device;
+    }
+    if q.gpus.is_empty() {
+        q.gpus = machine.gpus;
+    }
+    if q.driver.is_none() {
+        q.driver = machine.driver;
+    }
+    if q.glibc.is_none() {
+        q.glibc = machine.glibc;
+    }
+    q.nvcc = machine.nvcc;
+    if q.python.is_empty() {
+        let first = host
+            .pythons
+            .iter()
+            .filter_map(|p| p.version.as_deref())
+            .map(|v| v.split('.').take(2).collect::<Vec<_>>().join("."))
+            .next();
+        if let Some(v) = first {
+            let spec = crate::model::parse_specifiers(&format!("=={v}")).map_err(|e| e.to_string())?;
+            q.python.push((spec, "this host's python3".into()));
+        }
+    }
+    Ok(q)
+}
+
 fn gb(kib: u64) -> f64 {
     kib as f64 * 1024.0 / 1e9
 }
