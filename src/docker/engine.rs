@@ -541,8 +541,16 @@ impl Engine for Bollard {
         }))
     }
 
+    fn image_config(&self, name: &str) -> Result<Option<super::ImageConfigDoc>, DockerError> {
+        self.config_doc(name)
+    }
+
+    fn open_paths(&self, image: &str) -> Result<Box<dyn super::PathReader + '_>, DockerError> {
+        Ok(Box::new(self.paths_container(image)?))
+    }
+
     fn read_file(&self, image: &str, path: &str, limit: u64) -> Result<Vec<u8>, DockerError> {
-        let paths = self.open_paths(image)?;
+        let paths = Engine::open_paths(self, image)?;
         // The tar adds headers and padding around the file.
         let (_, fetched) = paths.ask(&[], &[(path.to_string(), limit.saturating_add(1 << 20))])?;
         let tar = match fetched.into_iter().next() {
@@ -641,7 +649,7 @@ pub fn container_labels(image: &str) -> std::collections::HashMap<String, String
 impl Bollard {
     /// Creates the never-started container [`Paths`] reads through, labelled as gpuenv's
     /// ([`container_labels`]) so that one a killed run left can be found.
-    pub fn open_paths(&self, image: &str) -> Result<Paths<'_>, DockerError> {
+    fn paths_container(&self, image: &str) -> Result<Paths<'_>, DockerError> {
         // Taken before the container exists, let go once it is removed: a signal in
         // between waits for the removal.
         let hold = interrupt::hold().map_err(DockerError::Interrupted)?;
@@ -681,25 +689,62 @@ impl Bollard {
     }
 
     /// The image's inspect document, as the Engine gives it (`None`: no such image).
-    pub fn inspect_raw(&self, name: &str) -> Result<Option<bollard::models::ImageInspect>, DockerError> {
+    fn inspect_raw(&self, name: &str) -> Result<Option<bollard::models::ImageInspect>, DockerError> {
         match self.rt.block_on(self.docker.inspect_image(name)) {
             Ok(i) => Ok(Some(i)),
             Err(e) if is_not_found(&e) => Ok(None),
             Err(e) => Err(classify(e)),
         }
     }
+
+    /// The configuration out of the Engine's inspect document, written as a config blob.
+    pub(super) fn config_doc(&self, name: &str) -> Result<Option<super::ImageConfigDoc>, DockerError> {
+        let Some(inspect) = self.inspect_raw(name)? else {
+            return Ok(None);
+        };
+        let mut doc = serde_json::Map::new();
+        for (key, value) in [
+            ("architecture", &inspect.architecture),
+            ("os", &inspect.os),
+            ("variant", &inspect.variant),
+        ] {
+            if let Some(v) = value {
+                doc.insert(key.into(), v.clone().into());
+            }
+        }
+        if let Some(c) = &inspect.config {
+            let c = serde_json::to_value(c).map_err(|e| DockerError::Api(e.to_string()))?;
+            // The Engine writes absent fields as null; a config blob leaves them out.
+            let c: serde_json::Map<String, serde_json::Value> = c
+                .as_object()
+                .into_iter()
+                .flatten()
+                .filter(|(_, v)| !v.is_null())
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            doc.insert("config".into(), c.into());
+        }
+        if let Some(layers) = inspect.root_fs.as_ref().and_then(|r| r.layers.clone()) {
+            doc.insert(
+                "rootfs".into(),
+                serde_json::json!({ "type": "layers", "diff_ids": layers }),
+            );
+        }
+        let config = serde_json::to_vec(&doc).map_err(|e| DockerError::Api(e.to_string()))?;
+        Ok(Some(super::ImageConfigDoc {
+            config,
+            names: inspect.repo_tags.unwrap_or_default(),
+        }))
+    }
 }
 
-impl Paths<'_> {
-    /// The image the container was made from.
-    pub fn image(&self) -> &str {
+impl super::PathReader for Paths<'_> {
+    fn image(&self) -> &str {
         &self.image
     }
 
-    /// Stats every path of `stats` (`None`: absent) and fetches every path of `gets` as
-    /// a tar (a tar past its limit is abandoned as [`Fetched::TooLarge`]), all at once,
-    /// several requests in flight; the answers come in the order asked.
-    pub fn ask(
+    /// All at once, several requests in flight.
+    fn ask(
         &self,
         stats: &[String],
         gets: &[(String, u64)],
@@ -771,11 +816,13 @@ impl Paths<'_> {
     }
 
     /// Removes the container, reporting a failure (drop removes it quietly).
-    pub fn close(mut self) -> Result<(), DockerError> {
+    fn close(mut self: Box<Self>) -> Result<(), DockerError> {
         self.closed = true;
         self.remove()
     }
+}
 
+impl Paths<'_> {
     fn remove(&self) -> Result<(), DockerError> {
         self.engine.remove_container(&self.id).map(|_| ()).map_err(|e| {
             DockerError::Api(format!(

@@ -408,6 +408,38 @@ pub trait Engine {
     /// The `docker save` stream of an image, as it comes: memory stays bounded whatever the
     /// image's size.
     fn export(&self, image: &str) -> Result<Box<dyn std::io::Read + Send>, DockerError>;
+    /// A local image's configuration, as a config blob would hold it, and its names;
+    /// `None` when there is no such image.
+    fn image_config(&self, name: &str) -> Result<Option<ImageConfigDoc>, DockerError>;
+    /// A reader of the image's files path by path, through a container that is created,
+    /// never started, and removed when the reader is closed or dropped.
+    fn open_paths(&self, image: &str) -> Result<Box<dyn PathReader + '_>, DockerError>;
+}
+
+/// A local image's configuration in OCI terms: what a config blob holds (`architecture`,
+/// `os`, `variant`, `config`, `rootfs`), as JSON, and the names (repo tags) it carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImageConfigDoc {
+    /// The configuration, as the JSON of a config blob.
+    pub config: Vec<u8>,
+    /// The image's repo tags.
+    pub names: Vec<String>,
+}
+
+/// An image's files, read path by path without exporting the image.
+pub trait PathReader {
+    /// The image the reader reads.
+    fn image(&self) -> &str;
+    /// Stats every path of `stats` (`None`: absent) and fetches every path of `gets` as
+    /// a tar (a tar past its limit is abandoned as [`Fetched::TooLarge`]); the answers
+    /// come in the order asked.
+    fn ask(
+        &self,
+        stats: &[String],
+        gets: &[(String, u64)],
+    ) -> Result<(Vec<Option<PathStat>>, Vec<Fetched>), DockerError>;
+    /// Lets the reader go, reporting a failure to clean up (a drop cleans up quietly).
+    fn close(self: Box<Self>) -> Result<(), DockerError>;
 }
 
 /// A finished build.

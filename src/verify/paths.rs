@@ -42,7 +42,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::docker::{Bollard, DockerError, Fetched, PathStat, Paths};
+use crate::docker::{DockerError, Engine, Fetched, PathReader, PathStat};
 use crate::image::archive::{Image, Layout};
 use crate::image::config::ImageConfig;
 use crate::image::detect;
@@ -103,14 +103,14 @@ impl From<crate::image::ImageError> for Stop {
 }
 
 /// Reads the image `name` from the daemon path by path.
-pub fn read(engine: &Bollard, name: &str) -> Result<Outcome, VerifyError> {
-    let inspect = engine
-        .inspect_raw(name)?
+pub fn read(engine: &dyn Engine, name: &str) -> Result<Outcome, VerifyError> {
+    let doc = engine
+        .image_config(name)?
         .ok_or_else(|| VerifyError::Docker(DockerError::NoSuchImage(name.to_string())))?;
-    let config = config_of(&inspect)?;
+    let config = ImageConfig::parse(&doc.config, "the daemon's inspect document")?;
     let paths = engine.open_paths(name)?;
     let mut reader = Reader {
-        paths: &paths,
+        paths: &*paths,
         entries: Vec::new(),
         captured: BTreeMap::new(),
         budget: Budget::new(Limits::default()),
@@ -136,7 +136,7 @@ pub fn read(engine: &Bollard, name: &str) -> Result<Outcome, VerifyError> {
         blob_size: 0,
         diff_id: empty,
     });
-    let mut names = inspect.repo_tags.unwrap_or_default();
+    let mut names = doc.names;
     if names.is_empty() {
         names.push(name.to_string());
     }
@@ -153,43 +153,8 @@ pub fn read(engine: &Bollard, name: &str) -> Result<Outcome, VerifyError> {
     ))
 }
 
-/// The image configuration out of the Engine's inspect document, through the same parser
-/// as a config blob.
-fn config_of(inspect: &bollard::models::ImageInspect) -> Result<ImageConfig, VerifyError> {
-    let mut doc = serde_json::Map::new();
-    for (key, value) in [
-        ("architecture", &inspect.architecture),
-        ("os", &inspect.os),
-        ("variant", &inspect.variant),
-    ] {
-        if let Some(v) = value {
-            doc.insert(key.into(), v.clone().into());
-        }
-    }
-    if let Some(c) = &inspect.config {
-        let c = serde_json::to_value(c).map_err(|e| VerifyError::Input(e.to_string()))?;
-        // The Engine writes absent fields as null; the config parser wants them absent.
-        let c: serde_json::Map<String, serde_json::Value> = c
-            .as_object()
-            .into_iter()
-            .flatten()
-            .filter(|(_, v)| !v.is_null())
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        doc.insert("config".into(), c.into());
-    }
-    if let Some(layers) = inspect.root_fs.as_ref().and_then(|r| r.layers.clone()) {
-        doc.insert(
-            "rootfs".into(),
-            serde_json::json!({ "type": "layers", "diff_ids": layers }),
-        );
-    }
-    let bytes = serde_json::to_vec(&doc).map_err(|e| VerifyError::Input(e.to_string()))?;
-    Ok(ImageConfig::parse(&bytes, "the daemon's inspect document")?)
-}
-
-struct Reader<'a, 'b> {
-    paths: &'a Paths<'b>,
+struct Reader<'a> {
+    paths: &'a dyn PathReader,
     entries: Vec<Entry>,
     /// Captured contents by normalized path, for the next rounds' decisions.
     captured: BTreeMap<String, std::sync::Arc<[u8]>>,
@@ -297,7 +262,7 @@ fn python_dir_version(base: &str) -> Option<String> {
         .then(|| format!("3.{rest}"))
 }
 
-impl Reader<'_, '_> {
+impl Reader<'_> {
     fn run(&mut self, config: &ImageConfig) -> Result<(), Stop> {
         let arch = config.architecture.as_deref();
         let triple = triple(arch);
@@ -727,6 +692,95 @@ fn site_python(site: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+
+    mod through_an_engine {
+        use super::super::*;
+        use crate::docker::fake::{Fake, Node, Tree};
+
+        fn file(text: &str) -> Node {
+            Node::File(text.as_bytes().to_vec())
+        }
+
+        /// An Ubuntu image with Python 3.11 and torch 2.4.1+cu121 in /usr/local.
+        fn image() -> Fake {
+            let mut nodes = std::collections::BTreeMap::new();
+            for d in [
+                "/etc",
+                "/usr",
+                "/usr/bin",
+                "/usr/lib",
+                "/usr/lib/python3.11",
+                "/usr/local",
+                "/usr/local/lib",
+                "/usr/local/lib/python3.11",
+                "/usr/local/lib/python3.11/dist-packages",
+                "/usr/local/lib/python3.11/dist-packages/torch",
+                "/usr/local/lib/python3.11/dist-packages/torch-2.4.1+cu121.dist-info",
+            ] {
+                nodes.insert(d.to_string(), Node::Dir);
+            }
+            nodes.insert(
+                "/etc/os-release".into(),
+                file("ID=ubuntu\nVERSION_ID=\"22.04\"\nPRETTY_NAME=\"Ubuntu 22.04.4 LTS\"\n"),
+            );
+            nodes.insert(
+                "/usr/bin/python3".into(),
+                Node::Link("/usr/bin/python3.11".into()),
+            );
+            nodes.insert("/usr/bin/python3.11".into(), file("ELF"));
+            nodes.insert(
+                "/usr/local/lib/python3.11/dist-packages/torch/version.py".into(),
+                file("__version__ = '2.4.1+cu121'\ncuda = '12.1'\ngit_version = 'ee1b6804'\n"),
+            );
+            nodes.insert(
+                "/usr/local/lib/python3.11/dist-packages/torch-2.4.1+cu121.dist-info/METADATA".into(),
+                file("Metadata-Version: 2.1\nName: torch\nVersion: 2.4.1+cu121\n"),
+            );
+            let config = br#"{"architecture":"amd64","os":"linux","config":{"Env":["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]},"rootfs":{"type":"layers","diff_ids":[]}}"#;
+            let mut fake = Fake::default();
+            fake.trees.insert(
+                "app:1".into(),
+                Tree {
+                    config: config.to_vec(),
+                    names: vec!["app:1".into()],
+                    nodes,
+                },
+            );
+            fake
+        }
+
+        #[test]
+        fn an_image_is_read_path_by_path_through_the_engine() {
+            let fake = image();
+            let Outcome::Read(image, asked) = read(&fake, "app:1").unwrap() else {
+                panic!("read by paths")
+            };
+            assert!(asked > 0);
+            let facts = image.facts();
+            assert_eq!(facts.os.as_ref().unwrap().id, "ubuntu");
+            assert!(
+                facts.pythons.iter().any(|p| p.version == "3.11"),
+                "{:?}",
+                facts.pythons
+            );
+            let torch = &facts.torch[0];
+            assert_eq!(torch.version_str(), Some("2.4.1+cu121"));
+            assert_eq!(torch.cuda.as_ref().unwrap().value, "12.1");
+            assert_eq!(image.names, ["app:1"]);
+            // The container is let go once read.
+            assert_eq!(fake.calls.borrow().last().unwrap(), "close app:1");
+        }
+
+        #[test]
+        fn an_image_the_engine_lacks_is_named() {
+            let fake = Fake::default();
+            let e = read(&fake, "nothing:here").unwrap_err();
+            assert!(
+                matches!(e, VerifyError::Docker(DockerError::NoSuchImage(ref n)) if n == "nothing:here"),
+                "{e:?}"
+            );
+        }
+    }
     use super::*;
 
     #[test]
