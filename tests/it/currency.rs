@@ -606,3 +606,28 @@ fn the_catalog_judges_the_runtime_start_from_require_cuda() {
     let geforce = verdict("nvidia/cuda:12.4.1-runtime-ubuntu22.04", "RTX 4090");
     assert_eq!(geforce["satisfied"], true, "{geforce}");
 }
+
+/// NGC PyTorch 23.08: the torch third-party reports quote from inside the image, the CUDA of
+/// the month's Triton notes, and the older data-center branches those notes name; none was
+/// read on NVIDIA's PyTorch page, so each is marked.
+#[test]
+fn ngc_23_08_is_recorded_from_the_month_s_notes_and_marked() {
+    let doc = show("image", "nvcr.io/nvidia/pytorch:23.08-py3");
+    assert_eq!(doc["id"], "ngc-23.08");
+    assert_eq!(doc["torch"], "2.1.0a0+29c30b1");
+    assert_eq!(doc["cuda"], "12.2.1");
+    assert_eq!(doc["min_driver"], "535.54.03");
+    assert_eq!(
+        doc["forward_compat"],
+        serde_json::json!(["450.51", "470.57", "510.47", "525.85"])
+    );
+    let marked = unverified(&doc);
+    for key in ["torch", "cuda", "min_driver", "forward_compat"] {
+        assert!(marked.contains(&key.to_string()), "{marked:?}");
+    }
+    assert!(
+        sources(&doc)
+            .iter()
+            .any(|u| u.ends_with("/triton-inference-server/release-notes/rel-23-08.html"))
+    );
+}
