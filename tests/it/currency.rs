@@ -536,3 +536,98 @@ fn the_pytorch_images_of_torch_2_12_to_2_14_are_found_by_name() {
     ]);
     assert_ne!(run.code, 0, "{}", run.stdout);
 }
+
+/// Every `nvidia/cuda` release whose `NVIDIA_REQUIRE_CUDA` was read records it as the base
+/// Dockerfile sets it: it opens with `cuda>=` the release's own major.minor, and the facts
+/// read only in third-party copies (mirrors of NVIDIA's repository) stay marked.
+#[test]
+fn nvidia_cuda_require_cuda_opens_with_the_release_s_own_cuda() {
+    let filled = [
+        "11.8.0", "12.0.0", "12.0.1", "12.1.0", "12.1.1", "12.2.0", "12.2.2", "12.3.0", "12.3.1", "12.3.2",
+        "12.4.0", "12.4.1", "12.5.0", "12.5.1", "12.6.0", "12.6.1", "12.6.2", "12.6.3", "12.8.0", "12.8.1",
+        "12.9.0", "12.9.1", "13.0.0", "13.1.1", "13.2.0",
+    ];
+    for cuda in filled {
+        let doc = show("image", &format!("nvidia-cuda-{cuda}"));
+        let mm = cuda.rsplit_once('.').unwrap().0;
+        let require = doc["require_cuda"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{cuda}: no require_cuda"));
+        assert!(require.starts_with(&format!("cuda>={mm} ")), "{cuda}: {require}");
+        assert!(unverified(&doc).contains(&"require_cuda".to_string()), "{cuda}");
+    }
+    // Read in NVIDIA's own commits (through a mirror): the pinned copies are cited.
+    for (cuda, commit) in [
+        ("12.8.0", "61663681e7cc1cd6804521b154d436edf42246fa"),
+        ("12.9.0", "5d46571ae3f4b9c6693a57774b4750fd999090ad"),
+        ("13.0.0", "7ad4b0af70e5af9fb82ab990df382a0dd7d494dc"),
+    ] {
+        let doc = show("image", &format!("nvidia-cuda-{cuda}"));
+        assert!(
+            sources(&doc)
+                .iter()
+                .any(|u| u.contains(commit)
+                    && u.ends_with(&format!("/dist/{cuda}/ubuntu2204/base/Dockerfile"))),
+            "{cuda}"
+        );
+    }
+    // No copy was found for these: nothing is guessed.
+    for cuda in ["13.0.1", "13.0.2", "13.2.1", "13.3.0"] {
+        let doc = show("image", &format!("nvidia-cuda-{cuda}"));
+        assert!(doc["require_cuda"].is_null(), "{cuda}");
+    }
+}
+
+/// The catalog judges the runtime's start from the recorded `NVIDIA_REQUIRE_CUDA`: CUDA 12.8
+/// lists forward-compatibility branches (R535 among them) for data-center and professional
+/// brands but no GeForce term, so an RTX 4090 on R535 is refused and an H100 started; 12.4.1
+/// still lists `brand=geforce` for R535, so the runtime's check passes there.
+#[test]
+fn the_catalog_judges_the_runtime_start_from_require_cuda() {
+    let verdict = |image: &str, gpu: &str| {
+        let run = gpuenv(&[
+            "show",
+            "image",
+            image,
+            "--driver",
+            "535.104.05",
+            "--gpu",
+            gpu,
+            "--json",
+        ]);
+        let doc = json(&run);
+        doc["verdict"]["require"].clone()
+    };
+    let refused = verdict("nvidia/cuda:12.8.0-runtime-ubuntu22.04", "RTX 4090");
+    assert!(refused.is_object(), "{refused}");
+    assert_eq!(refused["satisfied"], false, "{refused}");
+    let started = verdict("nvidia/cuda:12.8.0-runtime-ubuntu22.04", "H100 SXM");
+    assert_eq!(started["satisfied"], true, "{started}");
+    let geforce = verdict("nvidia/cuda:12.4.1-runtime-ubuntu22.04", "RTX 4090");
+    assert_eq!(geforce["satisfied"], true, "{geforce}");
+}
+
+/// NGC PyTorch 23.08: the torch third-party reports quote from inside the image, the CUDA of
+/// the month's Triton notes, and the older data-center branches those notes name; none was
+/// read on NVIDIA's PyTorch page, so each is marked.
+#[test]
+fn ngc_23_08_is_recorded_from_the_month_s_notes_and_marked() {
+    let doc = show("image", "nvcr.io/nvidia/pytorch:23.08-py3");
+    assert_eq!(doc["id"], "ngc-23.08");
+    assert_eq!(doc["torch"], "2.1.0a0+29c30b1");
+    assert_eq!(doc["cuda"], "12.2.1");
+    assert_eq!(doc["min_driver"], "535.54.03");
+    assert_eq!(
+        doc["forward_compat"],
+        serde_json::json!(["450.51", "470.57", "510.47", "525.85"])
+    );
+    let marked = unverified(&doc);
+    for key in ["torch", "cuda", "min_driver", "forward_compat"] {
+        assert!(marked.contains(&key.to_string()), "{marked:?}");
+    }
+    assert!(
+        sources(&doc)
+            .iter()
+            .any(|u| u.ends_with("/triton-inference-server/release-notes/rel-23-08.html"))
+    );
+}
