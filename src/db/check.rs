@@ -168,15 +168,7 @@ pub(crate) fn build(files: &[SourceFile], today: Option<PartialDate>) -> (Db, Ve
         problems: Vec::new(),
         today,
     };
-    let mut python = Vec::new();
-    let mut torch = Vec::new();
-    let mut cuda = Vec::new();
-    let mut cudnn = Vec::new();
-    let mut drivers = Vec::new();
-    let mut gpus = Vec::new();
-    let mut images = Vec::new();
-    let mut packages = Vec::new();
-
+    let mut records = Records::default();
     for f in files {
         let idx = ck.files.len();
         let text = f.text.as_deref().unwrap_or("");
@@ -185,27 +177,10 @@ pub(crate) fn build(files: &[SourceFile], today: Option<PartialDate>) -> (Db, Ve
             text,
             doc: None,
         });
-        let parts: Vec<&str> = f.path.split('/').collect();
-        let kind = match parts.as_slice() {
-            [dir, _name] => match dir.parse::<Kind>() {
-                Ok(k) => k,
-                Err(e) => {
-                    ck.report(
-                        idx,
-                        KeyPath::default(),
-                        ProblemKind::Layout,
-                        format!("{e} (directory of record files)"),
-                    );
-                    continue;
-                }
-            },
-            _ => {
-                ck.report(
-                    idx,
-                    KeyPath::default(),
-                    ProblemKind::Layout,
-                    "record files live at `<kind>/<id>.toml`",
-                );
+        let kind = match kind_of(&f.path) {
+            Ok(k) => k,
+            Err(why) => {
+                ck.report(idx, KeyPath::default(), ProblemKind::Layout, why);
                 continue;
             }
         };
@@ -216,82 +191,130 @@ pub(crate) fn build(files: &[SourceFile], today: Option<PartialDate>) -> (Db, Ve
         let Some(doc) = parse_doc(&f.path, text, &mut ck.problems) else {
             continue;
         };
-        let id = stem_of(&f.path);
-        fn read<T: DeserializeOwned>(
-            ck: &mut Checker<'_>,
-            idx: usize,
-            text: &str,
-            doc: &Doc<'_>,
-        ) -> Option<T> {
-            let path = ck.files[idx].path;
-            read_record::<T>(path, text, doc, &mut ck.problems)
-        }
-        match kind {
-            Kind::Python => python.extend(read::<PythonRelease>(&mut ck, idx, text, &doc).map(|mut r| {
-                r.id = id;
-                (idx, r)
-            })),
-            Kind::Torch => torch.extend(read::<TorchRelease>(&mut ck, idx, text, &doc).map(|mut r| {
-                r.id = id;
-                (idx, r)
-            })),
-            Kind::Cuda => cuda.extend(read::<CudaRelease>(&mut ck, idx, text, &doc).map(|mut r| {
-                r.id = id;
-                (idx, r)
-            })),
-            Kind::Cudnn => cudnn.extend(read::<CudnnRelease>(&mut ck, idx, text, &doc).map(|mut r| {
-                r.id = id;
-                (idx, r)
-            })),
-            Kind::Driver => drivers.extend(read::<DriverBranch>(&mut ck, idx, text, &doc).map(|mut r| {
-                r.id = id;
-                (idx, r)
-            })),
-            Kind::Gpu => gpus.extend(read::<Gpu>(&mut ck, idx, text, &doc).map(|mut r| {
-                r.id = id;
-                (idx, r)
-            })),
-            Kind::Image => images.extend(read::<Image>(&mut ck, idx, text, &doc).map(|mut r| {
-                r.id = id;
-                (idx, r)
-            })),
-            Kind::Package => packages.extend(read::<Package>(&mut ck, idx, text, &doc).map(|mut r| {
-                r.id = id;
-                (idx, r)
-            })),
-        }
+        records.read(&mut ck, idx, kind, stem_of(&f.path), &doc);
         ck.files[idx].doc = Some(doc);
     }
-
-    check_python(&mut ck, &python);
-    check_cuda(&mut ck, &cuda);
-    check_cudnn(&mut ck, &cudnn);
-    check_drivers(&mut ck, &drivers, &cuda);
-    check_gpus(&mut ck, &gpus, &drivers);
-    check_gpu_names_resolve(&mut ck, &gpus);
-    check_torch(&mut ck, &torch, &cuda, &cudnn, &python);
-    check_images(&mut ck, &images, &cuda, &cudnn, &python, &torch, &drivers);
-    check_packages(&mut ck, &packages);
-
+    records.check(&mut ck);
     let mut problems = ck.problems;
     problems.sort_by(|a, b| (&a.file, a.line, &a.key).cmp(&(&b.file, b.line, &b.key)));
     problems.dedup();
+    (records.into_db(), problems)
+}
 
-    fn strip<T>(v: Vec<(usize, T)>) -> Vec<T> {
-        v.into_iter().map(|(_, r)| r).collect()
+/// The kind of record a file's path says it holds (`<kind>/<id>.toml`), or why it says none.
+fn kind_of(path: &str) -> Result<Kind, String> {
+    match path.split('/').collect::<Vec<_>>().as_slice() {
+        [dir, _name] => dir
+            .parse::<Kind>()
+            .map_err(|e| format!("{e} (directory of record files)")),
+        _ => Err("record files live at `<kind>/<id>.toml`".into()),
     }
-    let mut db = Db {
-        python: strip(python),
-        torch: strip(torch),
-        cuda: strip(cuda),
-        cudnn: strip(cudnn),
-        drivers: strip(drivers),
-        gpus: strip(gpus),
-        images: strip(images),
-        packages: strip(packages),
+}
+
+/// A record that takes its id from its file's stem.
+trait Identified: DeserializeOwned {
+    fn set_id(&mut self, id: String);
+}
+
+macro_rules! identified {
+    ($($t:ty),*) => {
+        $(impl Identified for $t {
+            fn set_id(&mut self, id: String) {
+                self.id = id;
+            }
+        })*
     };
-    db.sort();
-    (db, problems)
+}
+identified!(
+    PythonRelease,
+    TorchRelease,
+    CudaRelease,
+    CudnnRelease,
+    DriverBranch,
+    Gpu,
+    Image,
+    Package
+);
+
+/// The records read so far, each with the index of its file.
+#[derive(Default)]
+struct Records {
+    python: Vec<(usize, PythonRelease)>,
+    torch: Vec<(usize, TorchRelease)>,
+    cuda: Vec<(usize, CudaRelease)>,
+    cudnn: Vec<(usize, CudnnRelease)>,
+    drivers: Vec<(usize, DriverBranch)>,
+    gpus: Vec<(usize, Gpu)>,
+    images: Vec<(usize, Image)>,
+    packages: Vec<(usize, Package)>,
+}
+
+impl Records {
+    /// Reads one file's record of `kind` (its problems go to the checker).
+    fn read(&mut self, ck: &mut Checker<'_>, idx: usize, kind: Kind, id: String, doc: &Doc<'_>) {
+        fn into<T: Identified>(
+            ck: &mut Checker<'_>,
+            idx: usize,
+            id: String,
+            doc: &Doc<'_>,
+            out: &mut Vec<(usize, T)>,
+        ) {
+            let (path, text) = (ck.files[idx].path, ck.files[idx].text);
+            if let Some(mut r) = read_record::<T>(path, text, doc, &mut ck.problems) {
+                r.set_id(id);
+                out.push((idx, r));
+            }
+        }
+        match kind {
+            Kind::Python => into(ck, idx, id, doc, &mut self.python),
+            Kind::Torch => into(ck, idx, id, doc, &mut self.torch),
+            Kind::Cuda => into(ck, idx, id, doc, &mut self.cuda),
+            Kind::Cudnn => into(ck, idx, id, doc, &mut self.cudnn),
+            Kind::Driver => into(ck, idx, id, doc, &mut self.drivers),
+            Kind::Gpu => into(ck, idx, id, doc, &mut self.gpus),
+            Kind::Image => into(ck, idx, id, doc, &mut self.images),
+            Kind::Package => into(ck, idx, id, doc, &mut self.packages),
+        }
+    }
+
+    /// Every check of each kind, and of the references between kinds.
+    fn check(&self, ck: &mut Checker<'_>) {
+        check_python(ck, &self.python);
+        check_cuda(ck, &self.cuda);
+        check_cudnn(ck, &self.cudnn);
+        check_drivers(ck, &self.drivers, &self.cuda);
+        check_gpus(ck, &self.gpus, &self.drivers);
+        check_gpu_names_resolve(ck, &self.gpus);
+        check_torch(ck, &self.torch, &self.cuda, &self.cudnn, &self.python);
+        check_images(
+            ck,
+            &self.images,
+            &self.cuda,
+            &self.cudnn,
+            &self.python,
+            &self.torch,
+            &self.drivers,
+        );
+        check_packages(ck, &self.packages);
+    }
+
+    fn into_db(self) -> Db {
+        fn strip<T>(v: Vec<(usize, T)>) -> Vec<T> {
+            v.into_iter().map(|(_, r)| r).collect()
+        }
+        let mut db = Db {
+            python: strip(self.python),
+            torch: strip(self.torch),
+            cuda: strip(self.cuda),
+            cudnn: strip(self.cudnn),
+            drivers: strip(self.drivers),
+            gpus: strip(self.gpus),
+            images: strip(self.images),
+            packages: strip(self.packages),
+        };
+        db.sort();
+        db
+    }
 }
 
 /// Reports the second and later records with the same identity.
@@ -718,35 +741,7 @@ fn check_torch(
                 "a release has no local segment; builds are `variants`",
             );
         }
-        match (&t.glibc, &t.glibc_from) {
-            (Some(g), Some(_)) => {
-                let tag = t.manylinux.glibc();
-                if *g < tag {
-                    ck.report(
-                        idx,
-                        KeyPath::key("glibc"),
-                        ProblemKind::Inconsistent,
-                        format!(
-                            "glibc {g} is below what the `{}` tag already needs ({tag}): pip refuses the wheels there",
-                            t.manylinux
-                        ),
-                    );
-                }
-            }
-            (Some(_), None) => ck.report(
-                idx,
-                KeyPath::key("glibc"),
-                ProblemKind::MissingKey,
-                "say where the glibc floor comes from: `glibc_from = \"wheel-symbols\"` or `\"release-notes\"`",
-            ),
-            (None, Some(_)) => ck.report(
-                idx,
-                KeyPath::key("glibc_from"),
-                ProblemKind::Inconsistent,
-                "`glibc_from` without a `glibc`",
-            ),
-            (None, None) => {}
-        }
+        check_torch_glibc(ck, idx, t);
         for (i, tag) in t.python.iter().enumerate() {
             if !python_exists(python, tag) {
                 ck.report(
@@ -775,61 +770,111 @@ fn check_torch(
         }
         let mut tags: Vec<Variant> = Vec::new();
         for (i, v) in t.variants.iter().enumerate() {
-            let at = KeyPath::key("variants").index(i);
-            ck.sources(idx, &at, &v.sources, false);
-            if tags.contains(&v.tag) {
-                ck.report(
-                    idx,
-                    at.join("tag"),
-                    ProblemKind::DuplicateId,
-                    format!("variant `{}` is listed twice", v.tag),
-                );
-            }
-            tags.push(v.tag);
-            if !v.index_url.starts_with("https://") {
-                ck.report(
-                    idx,
-                    at.join("index_url"),
-                    ProblemKind::BadValue,
-                    "the index is an https:// address",
-                );
-            }
-            for (j, tag) in v.python.iter().flatten().enumerate() {
-                if !python_exists(python, tag) {
-                    ck.report(
-                        idx,
-                        at.join("python").index(j),
-                        ProblemKind::DanglingReference,
-                        format!("no Python {} record", tag.version()),
-                    );
-                }
-            }
-            match v.tag {
-                Variant::Cpu => {
-                    let cuda_only = [
-                        ("cuda", v.cuda.is_some()),
-                        ("cudart", v.cudart.is_some()),
-                        ("cudnn", v.cudnn.is_some()),
-                        ("nccl", v.nccl.is_some()),
-                        ("sass", !v.sass.is_empty()),
-                        ("ptx", !v.ptx.is_empty()),
-                    ];
-                    for (field, present) in cuda_only {
-                        if present {
-                            ck.report(
-                                idx,
-                                at.join(field),
-                                ProblemKind::Inconsistent,
-                                format!("a `cpu` build has no `{field}`"),
-                            );
-                        }
-                    }
-                }
-                Variant::Cuda { .. } => check_cuda_variant(ck, idx, &at, v, cuda, cudnn),
-            }
+            check_torch_variant(ck, idx, i, v, &mut tags, (cuda, cudnn, python));
         }
     }
     duplicates(ck, records, |r| r.version.clone(), "version");
+}
+
+/// A torch release's glibc floor: said where it comes from, and not below its wheels' tag.
+fn check_torch_glibc(ck: &mut Checker<'_>, idx: usize, t: &TorchRelease) {
+    match (&t.glibc, &t.glibc_from) {
+        (Some(g), Some(_)) => {
+            let tag = t.manylinux.glibc();
+            if *g < tag {
+                ck.report(
+                    idx,
+                    KeyPath::key("glibc"),
+                    ProblemKind::Inconsistent,
+                    format!(
+                        "glibc {g} is below what the `{}` tag already needs ({tag}): pip refuses the wheels there",
+                        t.manylinux
+                    ),
+                );
+            }
+        }
+        (Some(_), None) => ck.report(
+            idx,
+            KeyPath::key("glibc"),
+            ProblemKind::MissingKey,
+            "say where the glibc floor comes from: `glibc_from = \"wheel-symbols\"` or `\"release-notes\"`",
+        ),
+        (None, Some(_)) => ck.report(
+            idx,
+            KeyPath::key("glibc_from"),
+            ProblemKind::Inconsistent,
+            "`glibc_from` without a `glibc`",
+        ),
+        (None, None) => {}
+    }
+}
+
+/// One build of a torch release: listed once, its index, its Pythons, and what a CPU or a
+/// CUDA build may say.
+fn check_torch_variant(
+    ck: &mut Checker<'_>,
+    idx: usize,
+    i: usize,
+    v: &TorchVariant,
+    tags: &mut Vec<Variant>,
+    (cuda, cudnn, python): (
+        &[(usize, CudaRelease)],
+        &[(usize, CudnnRelease)],
+        &[(usize, PythonRelease)],
+    ),
+) {
+    let at = KeyPath::key("variants").index(i);
+    ck.sources(idx, &at, &v.sources, false);
+    if tags.contains(&v.tag) {
+        ck.report(
+            idx,
+            at.join("tag"),
+            ProblemKind::DuplicateId,
+            format!("variant `{}` is listed twice", v.tag),
+        );
+    }
+    tags.push(v.tag);
+    if !v.index_url.starts_with("https://") {
+        ck.report(
+            idx,
+            at.join("index_url"),
+            ProblemKind::BadValue,
+            "the index is an https:// address",
+        );
+    }
+    for (j, tag) in v.python.iter().flatten().enumerate() {
+        if !python_exists(python, tag) {
+            ck.report(
+                idx,
+                at.join("python").index(j),
+                ProblemKind::DanglingReference,
+                format!("no Python {} record", tag.version()),
+            );
+        }
+    }
+    match v.tag {
+        Variant::Cpu => {
+            let cuda_only = [
+                ("cuda", v.cuda.is_some()),
+                ("cudart", v.cudart.is_some()),
+                ("cudnn", v.cudnn.is_some()),
+                ("nccl", v.nccl.is_some()),
+                ("sass", !v.sass.is_empty()),
+                ("ptx", !v.ptx.is_empty()),
+            ];
+            for (field, present) in cuda_only {
+                if present {
+                    ck.report(
+                        idx,
+                        at.join(field),
+                        ProblemKind::Inconsistent,
+                        format!("a `cpu` build has no `{field}`"),
+                    );
+                }
+            }
+        }
+        Variant::Cuda { .. } => check_cuda_variant(ck, idx, &at, v, cuda, cudnn),
+    }
 }
 
 fn check_cuda_variant(
@@ -947,6 +992,116 @@ fn cuda_resolves(cuda: &[(usize, CudaRelease)], v: &CudaVersion) -> bool {
     }
 }
 
+/// What an image record names: its CUDA, cuDNN, minimum driver, forward-compatibility
+/// branches, Python and torch, each of which must have a record.
+fn check_image_refs(
+    ck: &mut Checker<'_>,
+    idx: usize,
+    im: &Image,
+    (cuda, cudnn, python, torch, drivers): (
+        &[(usize, CudaRelease)],
+        &[(usize, CudnnRelease)],
+        &[(usize, PythonRelease)],
+        &[(usize, TorchRelease)],
+        &[(usize, DriverBranch)],
+    ),
+) {
+    if let Some(c) = &im.cuda {
+        let found = match im.family {
+            ImageFamily::NvidiaCuda => cuda.iter().any(|(_, r)| &r.version == c),
+            _ => cuda_resolves(cuda, c),
+        };
+        if !found {
+            ck.report(
+                idx,
+                KeyPath::key("cuda"),
+                ProblemKind::DanglingReference,
+                format!("no CUDA {c} toolkit record"),
+            );
+        }
+    }
+    if let Some(d) = &im.cudnn {
+        if !cudnn.iter().any(|(_, r)| &r.version == d) {
+            ck.report(
+                idx,
+                KeyPath::key("cudnn"),
+                ProblemKind::DanglingReference,
+                format!("no cuDNN {d} record"),
+            );
+        }
+    }
+    if let Some(d) = &im.min_driver {
+        if !drivers.is_empty() && !drivers.iter().any(|(_, b)| b.branch == d.branch()) {
+            ck.report(
+                idx,
+                KeyPath::key("min_driver"),
+                ProblemKind::DanglingReference,
+                format!(
+                    "driver {d} is of branch R{}, which has no `driver/r{}.toml` record",
+                    d.branch(),
+                    d.branch()
+                ),
+            );
+        }
+    }
+    for (i, d) in im.forward_compat.iter().enumerate() {
+        let at = KeyPath::key("forward_compat").index(i);
+        if im.family != ImageFamily::Ngc {
+            ck.report(
+                idx,
+                at.clone(),
+                ProblemKind::Inconsistent,
+                "only an NGC release ships the cuda-compat libraries `forward_compat` is about",
+            );
+        }
+        if !drivers.is_empty() && !drivers.iter().any(|(_, b)| b.branch == d.branch()) {
+            ck.report(
+                idx,
+                at.clone(),
+                ProblemKind::DanglingReference,
+                format!(
+                    "driver {d} is of branch R{}, which has no `driver/r{}.toml` record",
+                    d.branch(),
+                    d.branch()
+                ),
+            );
+        }
+        if im.min_driver.as_ref().is_some_and(|m| d.branch() >= m.branch()) {
+            ck.report(
+                idx,
+                at,
+                ProblemKind::Inconsistent,
+                format!(
+                    "R{} is not older than the branch of min_driver: forward compatibility is for branches the image's CUDA is too new for",
+                    d.branch()
+                ),
+            );
+        }
+    }
+    if let Some(p) = &im.python {
+        let xy = &p.release()[..p.release().len().min(2)];
+        if !python.iter().any(|(_, r)| r.version.release() == xy) {
+            ck.report(
+                idx,
+                KeyPath::key("python"),
+                ProblemKind::DanglingReference,
+                format!("no Python {p} record"),
+            );
+        }
+    }
+    // NGC ships pre-release builds of torch (2.5.0a0+872d972e41) that are no PyPI release.
+    if let (Some(t), ImageFamily::Pytorch) = (&im.torch, im.family) {
+        if !torch.iter().any(|(_, r)| r.version == public(t)) {
+            ck.report(
+                idx,
+                KeyPath::key("torch"),
+                ProblemKind::DanglingReference,
+                format!("no torch {t} record"),
+            );
+        }
+    }
+}
+
 fn check_images(
     ck: &mut Checker<'_>,
     records: &[(usize, Image)],
@@ -1013,100 +1168,7 @@ fn check_images(
                 "this image's CUDA version is required",
             );
         }
-        if let Some(c) = &im.cuda {
-            let found = match im.family {
-                ImageFamily::NvidiaCuda => cuda.iter().any(|(_, r)| &r.version == c),
-                _ => cuda_resolves(cuda, c),
-            };
-            if !found {
-                ck.report(
-                    idx,
-                    KeyPath::key("cuda"),
-                    ProblemKind::DanglingReference,
-                    format!("no CUDA {c} toolkit record"),
-                );
-            }
-        }
-        if let Some(d) = &im.cudnn {
-            if !cudnn.iter().any(|(_, r)| &r.version == d) {
-                ck.report(
-                    idx,
-                    KeyPath::key("cudnn"),
-                    ProblemKind::DanglingReference,
-                    format!("no cuDNN {d} record"),
-                );
-            }
-        }
-        if let Some(d) = &im.min_driver {
-            if !drivers.is_empty() && !drivers.iter().any(|(_, b)| b.branch == d.branch()) {
-                ck.report(
-                    idx,
-                    KeyPath::key("min_driver"),
-                    ProblemKind::DanglingReference,
-                    format!(
-                        "driver {d} is of branch R{}, which has no `driver/r{}.toml` record",
-                        d.branch(),
-                        d.branch()
-                    ),
-                );
-            }
-        }
-        for (i, d) in im.forward_compat.iter().enumerate() {
-            let at = KeyPath::key("forward_compat").index(i);
-            if im.family != ImageFamily::Ngc {
-                ck.report(
-                    idx,
-                    at.clone(),
-                    ProblemKind::Inconsistent,
-                    "only an NGC release ships the cuda-compat libraries `forward_compat` is about",
-                );
-            }
-            if !drivers.is_empty() && !drivers.iter().any(|(_, b)| b.branch == d.branch()) {
-                ck.report(
-                    idx,
-                    at.clone(),
-                    ProblemKind::DanglingReference,
-                    format!(
-                        "driver {d} is of branch R{}, which has no `driver/r{}.toml` record",
-                        d.branch(),
-                        d.branch()
-                    ),
-                );
-            }
-            if im.min_driver.as_ref().is_some_and(|m| d.branch() >= m.branch()) {
-                ck.report(
-                    idx,
-                    at,
-                    ProblemKind::Inconsistent,
-                    format!(
-                        "R{} is not older than the branch of min_driver: forward compatibility is for branches the image's CUDA is too new for",
-                        d.branch()
-                    ),
-                );
-            }
-        }
-        if let Some(p) = &im.python {
-            let xy = &p.release()[..p.release().len().min(2)];
-            if !python.iter().any(|(_, r)| r.version.release() == xy) {
-                ck.report(
-                    idx,
-                    KeyPath::key("python"),
-                    ProblemKind::DanglingReference,
-                    format!("no Python {p} record"),
-                );
-            }
-        }
-        // NGC ships pre-release builds of torch (2.5.0a0+872d972e41) that are no PyPI release.
-        if let (Some(t), ImageFamily::Pytorch) = (&im.torch, im.family) {
-            if !torch.iter().any(|(_, r)| r.version == public(t)) {
-                ck.report(
-                    idx,
-                    KeyPath::key("torch"),
-                    ProblemKind::DanglingReference,
-                    format!("no torch {t} record"),
-                );
-            }
-        }
+        check_image_refs(ck, idx, im, (cuda, cudnn, python, torch, drivers));
     }
     duplicates(
         ck,
@@ -1131,36 +1193,74 @@ fn family_name(f: ImageFamily) -> &'static str {
     }
 }
 
+/// A package's name: a Python project name, written PEP 503 normalized. Returns that form.
+fn check_package_name(ck: &mut Checker<'_>, idx: usize, name: &str) -> String {
+    let normalized = normalize_name(name);
+    let well_formed = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name.ends_with(|c: char| c.is_ascii_alphanumeric());
+    if !well_formed {
+        ck.report(
+            idx,
+            KeyPath::key("name"),
+            ProblemKind::BadValue,
+            format!(
+                "`{}` is not a Python project name: letters, digits, `-`, `_` and `.`, starting and ending with a letter or digit",
+                name
+            ),
+        );
+    } else if normalized != name {
+        ck.report(
+            idx,
+            KeyPath::key("name"),
+            ProblemKind::BadValue,
+            format!("write the name PEP 503 normalized, `{normalized}`: every spelling of it is matched"),
+        );
+    }
+    normalized
+}
+
+/// A package's environment variables: well-formed names, each listed once.
+fn check_package_env(ck: &mut Checker<'_>, idx: usize, env: &[crate::db::BuildEnv]) {
+    let mut names: Vec<&str> = Vec::new();
+    for (i, e) in env.iter().enumerate() {
+        let at = KeyPath::key("env").index(i);
+        let valid = e.name.starts_with(|c: char| c.is_ascii_uppercase() || c == '_')
+            && e.name
+                .chars()
+                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
+        if !valid {
+            ck.report(
+                idx,
+                at.join("name"),
+                ProblemKind::BadValue,
+                format!(
+                    "`{}` is not an environment variable name: upper-case letters, digits and `_`",
+                    e.name
+                ),
+            );
+        }
+        if names.contains(&e.name.as_str()) {
+            ck.report(
+                idx,
+                at.join("name"),
+                ProblemKind::DuplicateId,
+                format!("`{}` is listed twice", e.name),
+            );
+        }
+        names.push(&e.name);
+    }
+}
+
 fn check_packages(ck: &mut Checker<'_>, records: &[(usize, Package)]) {
     for (idx, r) in records {
         let idx = *idx;
         ck.sources(idx, &KeyPath::default(), &r.sources, true);
         ck.checked(idx, r.checked);
-        let normalized = normalize_name(&r.name);
-        let well_formed = !r.name.is_empty()
-            && r.name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-            && r.name.starts_with(|c: char| c.is_ascii_alphanumeric())
-            && r.name.ends_with(|c: char| c.is_ascii_alphanumeric());
-        if !well_formed {
-            ck.report(
-                idx,
-                KeyPath::key("name"),
-                ProblemKind::BadValue,
-                format!(
-                    "`{}` is not a Python project name: letters, digits, `-`, `_` and `.`, starting and ending with a letter or digit",
-                    r.name
-                ),
-            );
-        } else if normalized != r.name {
-            ck.report(
-                idx,
-                KeyPath::key("name"),
-                ProblemKind::BadValue,
-                format!("write the name PEP 503 normalized, `{normalized}`: every spelling of it is matched"),
-            );
-        }
+        let normalized = check_package_name(ck, idx, &r.name);
         ck.stem(idx, &normalized);
         let needs_prebuilt = matches!(r.compiles, Compiles::UnlessPrebuilt | Compiles::FromSource);
         if needs_prebuilt && r.prebuilt.is_none() {
@@ -1220,34 +1320,7 @@ fn check_packages(ck: &mut Checker<'_>, records: &[(usize, Package)]) {
                 );
             }
         }
-        let mut names: Vec<&str> = Vec::new();
-        for (i, e) in r.env.iter().enumerate() {
-            let at = KeyPath::key("env").index(i);
-            let valid = e.name.starts_with(|c: char| c.is_ascii_uppercase() || c == '_')
-                && e.name
-                    .chars()
-                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
-            if !valid {
-                ck.report(
-                    idx,
-                    at.join("name"),
-                    ProblemKind::BadValue,
-                    format!(
-                        "`{}` is not an environment variable name: upper-case letters, digits and `_`",
-                        e.name
-                    ),
-                );
-            }
-            if names.contains(&e.name.as_str()) {
-                ck.report(
-                    idx,
-                    at.join("name"),
-                    ProblemKind::DuplicateId,
-                    format!("`{}` is listed twice", e.name),
-                );
-            }
-            names.push(&e.name);
-        }
+        check_package_env(ck, idx, &r.env);
     }
     duplicates(ck, records, |r| normalize_name(&r.name), "name");
 }
