@@ -285,16 +285,8 @@ impl Records {
         check_drivers(ck, &self.drivers, &self.cuda);
         check_gpus(ck, &self.gpus, &self.drivers);
         check_gpu_names_resolve(ck, &self.gpus);
-        check_torch(ck, &self.torch, &self.cuda, &self.cudnn, &self.python);
-        check_images(
-            ck,
-            &self.images,
-            &self.cuda,
-            &self.cudnn,
-            &self.python,
-            &self.torch,
-            &self.drivers,
-        );
+        check_torch(ck, self);
+        check_images(ck, self);
         check_packages(ck, &self.packages);
     }
 
@@ -721,13 +713,8 @@ fn python_exists(python: &[(usize, PythonRelease)], tag: &PythonTag) -> bool {
         .any(|(_, p)| p.version.release() == [u64::from(tag.major), u64::from(tag.minor)])
 }
 
-fn check_torch(
-    ck: &mut Checker<'_>,
-    records: &[(usize, TorchRelease)],
-    cuda: &[(usize, CudaRelease)],
-    cudnn: &[(usize, CudnnRelease)],
-    python: &[(usize, PythonRelease)],
-) {
+fn check_torch(ck: &mut Checker<'_>, recs: &Records) {
+    let (records, python) = (&recs.torch, &recs.python);
     for (idx, t) in records {
         let idx = *idx;
         ck.sources(idx, &KeyPath::default(), &t.sources, true);
@@ -770,7 +757,7 @@ fn check_torch(
         }
         let mut tags: Vec<Variant> = Vec::new();
         for (i, v) in t.variants.iter().enumerate() {
-            check_torch_variant(ck, idx, i, v, &mut tags, (cuda, cudnn, python));
+            check_torch_variant(ck, idx, i, v, &mut tags, recs);
         }
     }
     duplicates(ck, records, |r| r.version.clone(), "version");
@@ -817,12 +804,9 @@ fn check_torch_variant(
     i: usize,
     v: &TorchVariant,
     tags: &mut Vec<Variant>,
-    (cuda, cudnn, python): (
-        &[(usize, CudaRelease)],
-        &[(usize, CudnnRelease)],
-        &[(usize, PythonRelease)],
-    ),
+    recs: &Records,
 ) {
+    let (cuda, cudnn, python) = (&recs.cuda, &recs.cudnn, &recs.python);
     let at = KeyPath::key("variants").index(i);
     ck.sources(idx, &at, &v.sources, false);
     if tags.contains(&v.tag) {
@@ -994,18 +978,9 @@ fn cuda_resolves(cuda: &[(usize, CudaRelease)], v: &CudaVersion) -> bool {
 
 /// What an image record names: its CUDA, cuDNN, minimum driver, forward-compatibility
 /// branches, Python and torch, each of which must have a record.
-fn check_image_refs(
-    ck: &mut Checker<'_>,
-    idx: usize,
-    im: &Image,
-    (cuda, cudnn, python, torch, drivers): (
-        &[(usize, CudaRelease)],
-        &[(usize, CudnnRelease)],
-        &[(usize, PythonRelease)],
-        &[(usize, TorchRelease)],
-        &[(usize, DriverBranch)],
-    ),
-) {
+fn check_image_refs(ck: &mut Checker<'_>, idx: usize, im: &Image, recs: &Records) {
+    let (cuda, cudnn, python, torch, drivers) =
+        (&recs.cuda, &recs.cudnn, &recs.python, &recs.torch, &recs.drivers);
     if let Some(c) = &im.cuda {
         let found = match im.family {
             ImageFamily::NvidiaCuda => cuda.iter().any(|(_, r)| &r.version == c),
@@ -1102,15 +1077,8 @@ fn check_image_refs(
     }
 }
 
-fn check_images(
-    ck: &mut Checker<'_>,
-    records: &[(usize, Image)],
-    cuda: &[(usize, CudaRelease)],
-    cudnn: &[(usize, CudnnRelease)],
-    python: &[(usize, PythonRelease)],
-    torch: &[(usize, TorchRelease)],
-    drivers: &[(usize, DriverBranch)],
-) {
+fn check_images(ck: &mut Checker<'_>, recs: &Records) {
+    let records = &recs.images;
     for (idx, im) in records {
         let idx = *idx;
         ck.sources(idx, &KeyPath::default(), &im.sources, true);
@@ -1168,7 +1136,7 @@ fn check_images(
                 "this image's CUDA version is required",
             );
         }
-        check_image_refs(ck, idx, im, (cuda, cudnn, python, torch, drivers));
+        check_image_refs(ck, idx, im, recs);
     }
     duplicates(
         ck,
