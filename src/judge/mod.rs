@@ -14,7 +14,7 @@
 use serde::Serialize;
 
 use crate::db::Db;
-use crate::host::{HostReport, SmiFailure};
+use crate::host::{DockerProbe, HostReport, SmiFailure};
 use crate::resolve::{Finding, GpuAsk, Installed, Query, Status, judge_installed};
 
 mod accept;
@@ -636,14 +636,14 @@ fn driver_module(host: &HostReport) -> Check {
 fn container_runtime(host: &HostReport) -> Check {
     let info = match &host.docker {
         None => return check("container-runtime", Verdict::Skip, "the Docker probe did not run"),
-        Some(Err(e)) => {
+        Some(DockerProbe::Error { error }) => {
             return check(
                 "container-runtime",
                 Verdict::Skip,
-                format!("no Docker Engine: {e}"),
+                format!("no Docker Engine: {error}"),
             );
         }
-        Some(Ok(info)) => info,
+        Some(DockerProbe::Ok { engine }) => engine,
     };
     let docker = format!("Docker {}", info.server_version.as_deref().unwrap_or("?"));
     let runtime = info.runtimes.iter().any(|r| r.contains("nvidia"));

@@ -6,7 +6,7 @@ use serde_json::json;
 
 use super::{QueryOpts, SCHEMA_VERSION, Styles, write_json};
 use crate::db::Db;
-use crate::host::HostReport;
+use crate::host::{DockerProbe, HostReport};
 use crate::judge::{AcceptVerdict, Acceptance, Check, Verdict};
 use crate::resolve::{Answer, Query};
 
@@ -170,7 +170,7 @@ fn host_lines(out: &mut dyn Write, db: &Db, h: &HostReport) -> io::Result<()> {
         )?;
     }
     match &h.docker {
-        Some(Ok(d)) => {
+        Some(DockerProbe::Ok { engine: d }) => {
             let cdi = if d.cdi_spec_dirs.is_empty() {
                 String::new()
             } else {
@@ -201,7 +201,7 @@ fn host_lines(out: &mut dyn Write, db: &Db, h: &HostReport) -> io::Result<()> {
                     .unwrap_or_default()
             )?
         }
-        Some(Err(e)) => writeln!(out, "Docker:     not reachable: {e}")?,
+        Some(DockerProbe::Error { error }) => writeln!(out, "Docker:     not reachable: {error}")?,
         None => {}
     }
     let os = h.os.as_ref().map(|o| {
