@@ -2,8 +2,7 @@
 
 use std::io::{self, Write};
 
-use serde_json::json;
-
+use super::doc::{CheckDoc, DoctorDoc};
 use super::{QueryOpts, SCHEMA_VERSION, Styles, write_json};
 use crate::db::Db;
 use crate::host::{DockerProbe, HostReport};
@@ -270,7 +269,13 @@ pub fn doctor(
     if json_out {
         return write_json(
             out,
-            &json!({"schema_version": SCHEMA_VERSION, "db_date": db.date(), "host": h, "checks": checks, "overrides": h.overrides}),
+            &DoctorDoc {
+                schema_version: SCHEMA_VERSION,
+                db_date: db.date(),
+                host: h.clone(),
+                checks: checks.to_vec(),
+                overrides: h.overrides.clone(),
+            },
         );
     }
     host_lines(out, db, h)?;
@@ -305,16 +310,15 @@ pub fn check(
     overrides: &[String],
 ) -> io::Result<()> {
     if opts.json {
-        let mut doc = super::query::answer_json(q, a, opts);
-        if let serde_json::Value::Object(m) = &mut doc {
-            m.insert(
-                "acceptance".into(),
-                serde_json::to_value(acceptance).unwrap_or_default(),
-            );
-            m.insert("accepted".into(), json!(acceptance.iter().all(|x| x.pass)));
-            m.insert("overrides".into(), json!(overrides));
-        }
-        return write_json(out, &doc);
+        return write_json(
+            out,
+            &CheckDoc {
+                answer: super::query::answer_json(q, a, opts),
+                acceptance: acceptance.to_vec(),
+                accepted: acceptance.iter().all(|x| x.pass),
+                overrides: overrides.to_vec(),
+            },
+        );
     }
     if !overrides.is_empty() {
         writeln!(

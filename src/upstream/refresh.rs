@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use reqwest::Url;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::pypi::{self, DefaultBuild, SimpleProject};
 use super::{Client, Fetched, UpstreamError};
@@ -67,7 +67,7 @@ pub struct TorchFacts {
 }
 
 /// One fact where the curated record and upstream differ.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Change {
     /// The key (`python`, `variants.cu121.cudnn`).
     pub field: String,
@@ -78,7 +78,7 @@ pub struct Change {
 }
 
 /// A proposed record.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Proposal {
     /// `torch/2.15.0.toml`.
     pub file: String,
@@ -92,7 +92,7 @@ pub struct Proposal {
 }
 
 /// What a refresh found.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Summary {
     /// Releases read from PyPI.
     pub releases: usize,

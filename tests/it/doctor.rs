@@ -801,14 +801,19 @@ fn docker_is_a_status_with_the_engine_or_the_error() {
     assert_eq!(docker["status"], "ok", "{docker}");
     assert_eq!(docker["engine"]["server_version"], "26.1.3", "{docker}");
     assert_eq!(docker["engine"]["default_runtime"], "nvidia", "{docker}");
-    assert!(docker.get("Ok").is_none() && docker.get("error").is_none(), "{docker}");
+    assert!(
+        docker.get("Ok").is_none() && docker.get("error").is_none(),
+        "{docker}"
+    );
     let (_, doc) = doctor_json("no-gpu", &[]);
     let docker = &doc["host"]["docker"];
     assert_eq!(docker["status"], "error", "{docker}");
     assert_eq!(
-        docker["error"],
-        "the Docker daemon is not reachable: connection refused",
+        docker["error"], "the Docker daemon is not reachable: connection refused",
         "{docker}"
     );
-    assert!(docker.get("Err").is_none() && docker.get("engine").is_none(), "{docker}");
+    assert!(
+        docker.get("Err").is_none() && docker.get("engine").is_none(),
+        "{docker}"
+    );
 }
