@@ -128,12 +128,16 @@ pub struct ShowJudgedDoc<R> {
 }
 
 /// A [`Verification`] of an image from compat-db's catalog, without its facts: they are
-/// the record's, which the document holds already. The fields, their order and their
-/// attributes are [`Verification`]'s.
+/// the record's, which the document holds already. The fields and their attributes are
+/// [`Verification`]'s; `failed` comes second, where the document has always had it (it
+/// was once made by removing `facts` from a JSON object, which moved the last field into
+/// its place).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CatalogVerdict {
     /// Where the image came from (`catalog`).
     pub origin: Origin,
+    /// Whether it failed.
+    pub failed: bool,
     /// The claims, each beside what was found.
     pub claims: Vec<crate::image::claims::ClaimCheck>,
     /// Where the claims came from.
@@ -154,8 +158,6 @@ pub struct CatalogVerdict {
     /// Each torch of the image on the target.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub torch_on_target: Vec<Stack>,
-    /// Whether it failed.
-    pub failed: bool,
 }
 
 fn covers<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<&'static str>, D::Error> {
@@ -166,6 +168,7 @@ impl From<Verification> for CatalogVerdict {
     fn from(v: Verification) -> CatalogVerdict {
         CatalogVerdict {
             origin: v.origin,
+            failed: v.failed,
             claims: v.claims,
             claims_source: v.claims_source,
             claims_checked: v.claims_checked,
@@ -174,7 +177,6 @@ impl From<Verification> for CatalogVerdict {
             target: v.target,
             require: v.require,
             torch_on_target: v.torch_on_target,
-            failed: v.failed,
         }
     }
 }

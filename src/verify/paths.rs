@@ -153,37 +153,62 @@ pub fn read(engine: &Bollard, name: &str) -> Result<Outcome, VerifyError> {
     ))
 }
 
+/// The parts of the Engine's inspect document that make an image configuration, written
+/// as a config blob has them, for the same parser.
+#[derive(serde::Serialize)]
+struct InspectedConfig {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    architecture: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    os: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    variant: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    config: Option<serde_json::Map<String, serde_json::Value>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rootfs: Option<InspectedRootFs>,
+}
+
+/// `rootfs` of a config blob.
+#[derive(serde::Serialize)]
+struct InspectedRootFs {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    diff_ids: Vec<String>,
+}
+
 /// The image configuration out of the Engine's inspect document, through the same parser
 /// as a config blob.
 fn config_of(inspect: &bollard::models::ImageInspect) -> Result<ImageConfig, VerifyError> {
-    let mut doc = serde_json::Map::new();
-    for (key, value) in [
-        ("architecture", &inspect.architecture),
-        ("os", &inspect.os),
-        ("variant", &inspect.variant),
-    ] {
-        if let Some(v) = value {
-            doc.insert(key.into(), v.clone().into());
+    let config = match &inspect.config {
+        Some(c) => {
+            let c = serde_json::to_value(c).map_err(|e| VerifyError::Input(e.to_string()))?;
+            // The Engine writes absent fields as null; the config parser wants them absent.
+            Some(
+                c.as_object()
+                    .into_iter()
+                    .flatten()
+                    .filter(|(_, v)| !v.is_null())
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+            )
         }
-    }
-    if let Some(c) = &inspect.config {
-        let c = serde_json::to_value(c).map_err(|e| VerifyError::Input(e.to_string()))?;
-        // The Engine writes absent fields as null; the config parser wants them absent.
-        let c: serde_json::Map<String, serde_json::Value> = c
-            .as_object()
-            .into_iter()
-            .flatten()
-            .filter(|(_, v)| !v.is_null())
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        doc.insert("config".into(), c.into());
-    }
-    if let Some(layers) = inspect.root_fs.as_ref().and_then(|r| r.layers.clone()) {
-        doc.insert(
-            "rootfs".into(),
-            serde_json::json!({ "type": "layers", "diff_ids": layers }),
-        );
-    }
+        None => None,
+    };
+    let doc = InspectedConfig {
+        architecture: inspect.architecture.clone(),
+        os: inspect.os.clone(),
+        variant: inspect.variant.clone(),
+        config,
+        rootfs: inspect
+            .root_fs
+            .as_ref()
+            .and_then(|r| r.layers.clone())
+            .map(|diff_ids| InspectedRootFs {
+                kind: "layers",
+                diff_ids,
+            }),
+    };
     let bytes = serde_json::to_vec(&doc).map_err(|e| VerifyError::Input(e.to_string()))?;
     Ok(ImageConfig::parse(&bytes, "the daemon's inspect document")?)
 }

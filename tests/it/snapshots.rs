@@ -248,3 +248,32 @@ fn verify_json_reads_back() {
     let e = serde_json::from_str::<VerifyDoc>(&bad).unwrap_err();
     assert!(e.to_string().contains("unknown finding code `no-such-"), "{e}");
 }
+
+/// The other documents read back too: `db lint` (its key paths), `db list`, `pull
+/// --dry-run` (a pull's fields absent, the catalog's present).
+#[test]
+fn the_other_documents_read_back() {
+    use gpuenv::report::doc::{LintDoc, ListDoc, PullDoc};
+    let broken = fixture("broken-db").to_string_lossy().into_owned();
+    let doc: LintDoc = reads_back(
+        "db lint --json",
+        &stdout(&["db", "lint", "--json", "--db", &broken]),
+    );
+    assert!(!doc.clean && !doc.problems.is_empty());
+    let doc: ListDoc = reads_back("db list --json", &stdout(&["db", "list", "gpu", "--json"]));
+    assert!(doc.records.iter().any(|r| r.name == "H100 SXM"));
+    let doc: PullDoc = reads_back(
+        "pull --dry-run --json",
+        &stdout(&[
+            "pull",
+            "--dry-run",
+            "--torch",
+            "2.4.1",
+            "--cuda",
+            "12.1",
+            "--json",
+        ]),
+    );
+    assert!(!doc.pulled && doc.result.is_none());
+    assert_eq!(doc.choice.unwrap().stack.torch, "2.4.1");
+}
