@@ -799,12 +799,13 @@ fn target_flags(
         target.no_driver = None;
     }
     if !gpus.is_empty() {
-        target.gpus.clear();
+        let mut given = Vec::new();
         for g in gpus {
             let (asks, readings) = stack::gpu_asks(db, "--gpu", g)?;
-            target.gpus.extend(asks.into_iter().map(|a| (a, None)));
+            given.extend(asks.into_iter().map(|a| (a, None)));
             target.readings.extend(readings);
         }
+        target.set_gpus(given);
         target.source = "the target given".into();
         target.no_gpu = None;
         target.unknown_gpus.clear();

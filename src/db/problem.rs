@@ -2,11 +2,11 @@
 
 use std::fmt;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// A key path inside a record: `variants[2].cudnn`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(into = "String")]
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(into = "String", from = "String")]
 pub struct KeyPath(pub Vec<Seg>);
 
 /// One step of a [`KeyPath`].
@@ -57,6 +57,27 @@ impl fmt::Display for KeyPath {
     }
 }
 
+/// The path a written one names: `variants[2].cudnn` (as [`fmt::Display`] writes it).
+impl From<String> for KeyPath {
+    fn from(text: String) -> KeyPath {
+        let mut segs = Vec::new();
+        for part in text.split('.').filter(|p| !p.is_empty()) {
+            let (key, mut rest) = part.split_once('[').map_or((part, ""), |(k, r)| (k, r));
+            if !key.is_empty() {
+                segs.push(Seg::Key(key.to_string()));
+            }
+            while let Some((n, after)) = rest.split_once(']') {
+                match n.parse() {
+                    Ok(i) => segs.push(Seg::Index(i)),
+                    Err(_) => segs.push(Seg::Key(format!("[{n}]"))),
+                }
+                rest = after.strip_prefix('[').unwrap_or(after);
+            }
+        }
+        KeyPath(segs)
+    }
+}
+
 impl From<KeyPath> for String {
     fn from(p: KeyPath) -> String {
         p.to_string()
@@ -65,7 +86,7 @@ impl From<KeyPath> for String {
 
 /// The kinds of problem the loader and linter report. The kebab-case names are part of
 /// `gpuenv db lint --json`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ProblemKind {
     /// Not valid TOML, or not UTF-8, or unreadable.
@@ -113,15 +134,15 @@ impl ProblemKind {
 }
 
 /// One problem in one file.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Problem {
     /// The file, relative to the database root: `cuda/12.4.0.toml`.
     pub file: String,
     /// 1-based line, where the problem has one.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub line: Option<usize>,
     /// The key, where the problem has one.
-    #[serde(skip_serializing_if = "KeyPath::is_root")]
+    #[serde(default, skip_serializing_if = "KeyPath::is_root")]
     pub key: KeyPath,
     /// What kind of problem.
     pub kind: ProblemKind,

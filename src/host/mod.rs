@@ -13,5 +13,7 @@ pub mod probe;
 pub mod system;
 pub mod types;
 
-pub use probe::{CdiSpec, HostReport, LibFound, ProbeOptions, PythonEnv, Sourced, TorchProbe, probe};
+pub use probe::{
+    CdiSpec, DockerProbe, HostReport, LibFound, ProbeOptions, PythonEnv, Sourced, TorchProbe, probe,
+};
 pub use types::*;

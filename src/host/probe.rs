@@ -123,6 +123,42 @@ pub struct ProbeIssue {
     pub message: String,
 }
 
+/// What the Docker probe found: the Engine's answer, or why there was none. In JSON
+/// `{"status": "ok", "engine": {...}}` or `{"status": "error", "error": "..."}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "lowercase")]
+pub enum DockerProbe {
+    /// The Engine answered.
+    Ok {
+        /// What it says about itself.
+        engine: EngineInfo,
+    },
+    /// It did not: unreachable, refused, or failed.
+    Error {
+        /// Why, as the client reported it.
+        error: String,
+    },
+}
+
+impl DockerProbe {
+    /// The Engine's answer, when there was one.
+    pub fn engine(&self) -> Option<&EngineInfo> {
+        match self {
+            DockerProbe::Ok { engine } => Some(engine),
+            DockerProbe::Error { .. } => None,
+        }
+    }
+}
+
+impl From<Result<EngineInfo, String>> for DockerProbe {
+    fn from(r: Result<EngineInfo, String>) -> DockerProbe {
+        match r {
+            Ok(engine) => DockerProbe::Ok { engine },
+            Err(error) => DockerProbe::Error { error },
+        }
+    }
+}
+
 /// Everything the probes found.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct HostReport {
@@ -154,8 +190,8 @@ pub struct HostReport {
     pub nccl: Vec<LibFound>,
     /// Python interpreters.
     pub pythons: Vec<PythonEnv>,
-    /// The Docker Engine, or why it did not answer.
-    pub docker: Option<Result<EngineInfo, String>>,
+    /// The Docker Engine, or why it did not answer; `None` when the probe did not run.
+    pub docker: Option<DockerProbe>,
     /// `nvidia-ctk` version.
     pub nvidia_ctk: Option<String>,
     /// CDI specs in the Engine's spec directories.
@@ -646,7 +682,7 @@ fn probe_containers(sys: &dyn System) -> Part {
         }
     }
     Box::new(move |r: &mut HostReport| {
-        r.docker = Some(docker);
+        r.docker = Some(docker.into());
         r.nvidia_ctk = nvidia_ctk;
         r.cdi_specs = cdi_specs;
     })

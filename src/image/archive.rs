@@ -1463,14 +1463,20 @@ mod tests {
             if i == 31 {
                 return Err(ImageError::Missing(format!("item {i}")));
             }
+            // Later items take a while, as layers do: a thread that did not see the
+            // failure yet (the failing one may be descheduled before it says so) gets
+            // through a few of them, never the 968 left.
+            if i > 31 {
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
             Ok(i)
         })
         .unwrap_err();
         assert_eq!(e.0, 30);
         assert_eq!(e.1.to_string(), ImageError::Missing("item 30".into()).to_string());
-        // Nothing is started once a failure is known: at most one item per other thread
-        // was already under way.
-        assert!(started.load(Ordering::Relaxed) < 40, "{started:?}");
+        // Nothing is started once a failure is known: a run that went on would start all
+        // 1000.
+        assert!(started.load(Ordering::Relaxed) < 200, "{started:?}");
     }
 
     #[test]

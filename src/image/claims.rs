@@ -23,13 +23,13 @@
 //! whose version is the trainer's) from being read as one; the shapes are strict enough
 //! that `latest`, `v2` or a date are never read as versions.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::detect::{ImageFacts, Sourced};
 use super::reference::RegistryRef;
 
 /// An image flavour in nvidia/cuda and pytorch/pytorch tags.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Flavor {
     /// CUDA runtime libraries only (nvidia/cuda `base` has just cudart).
@@ -41,7 +41,7 @@ pub enum Flavor {
 }
 
 /// A tag scheme claims are read from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Scheme {
     /// `pytorch/pytorch:2.8.0-cuda12.8-cudnn9-runtime`.
@@ -93,39 +93,39 @@ impl Scheme {
 }
 
 /// What an image claims.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Claims {
     /// Where the claims come from: `--expect`, or `tag 2.8.0-cuda12.8-cudnn9-runtime of
     /// pytorch/pytorch (pytorch/pytorch scheme)`.
     pub source: String,
     /// The tag scheme they were read from, when they come from a tag.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scheme: Option<Scheme>,
     /// torch (`2.8`, `2.4.0`, `2.4.1+cu121`).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub torch: Option<String>,
     /// CUDA (`12.8`, `12.4.1`).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cuda: Option<String>,
     /// cuDNN (`9`, `8.9`).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cudnn: Option<String>,
     /// Some cuDNN, version unsaid (nvidia/cuda's `cudnn` tags from 12.4).
     pub cudnn_present: bool,
     /// NCCL (`2.21`).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nccl: Option<String>,
     /// Python (`3.11`).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub python: Option<String>,
     /// The distribution as tags write it (`ubuntu22.04`).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub os: Option<String>,
     /// base, runtime or devel.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flavor: Option<Flavor>,
     /// An NGC release (`24.08`), for the caller to look up.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ngc_release: Option<String>,
 }
 
@@ -432,11 +432,19 @@ pub fn version_matches(claimed: &str, found: &str) -> bool {
     numbers && local
 }
 
+/// What a [`ClaimCheck`] is about.
+pub const COMPONENTS: [&str; 7] = ["torch", "cuda", "cudnn", "nccl", "python", "os", "devel"];
+
+fn component<'de, D: serde::Deserializer<'de>>(d: D) -> Result<&'static str, D::Error> {
+    crate::model::known::one_of(d, "claim component", COMPONENTS)
+}
+
 /// One claim set beside what was found.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClaimCheck {
-    /// `torch`, `cuda`, `cudnn`, `nccl`, `python`, `os`, `devel`.
-    pub component: &'static str,
+    /// One of [`COMPONENTS`]: `torch`, `cuda`, `cudnn`, `nccl`, `python`, `os`, `devel`.
+    #[serde(deserialize_with = "component")]
+    pub component: crate::model::known::Word,
     /// Where the claim comes from (the claim set's [`Claims::source`]).
     pub source: String,
     /// What is claimed.

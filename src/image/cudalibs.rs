@@ -15,7 +15,7 @@
 //! directory, which NVIDIA's packages register with ldconfig (`/usr/local/cuda*/lib64`,
 //! `/usr/local/cuda*/targets/<arch>/lib`). A copy anywhere else is not loaded.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::fs::MergedFs;
 use super::tar::Kind;
@@ -99,7 +99,7 @@ pub fn wheel_sonames(name: &str, specifier: &str) -> Option<Vec<String>> {
 }
 
 /// Where a stand-in copy lies, which says why the loader finds it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Place {
     /// In the wheel's own directory, without the wheel's metadata.
@@ -128,7 +128,7 @@ impl Place {
 }
 
 /// A copy of a library the loader would find.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StandIn {
     /// The file (`/usr/lib/x86_64-linux-gnu/libcudnn.so.9.1.0`).
     pub path: String,

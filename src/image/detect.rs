@@ -34,7 +34,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::config::ImageConfig;
 use super::elfnote::{self, CompatNote};
@@ -52,12 +52,12 @@ use crate::model::{CudaVersion, CudnnVersion, DriverVersion, NcclVersion};
 pub use crate::model::Sourced;
 
 /// Everything detection found in one image.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct ImageFacts {
     /// `os/architecture[/variant]` from the config.
     pub platform: String,
     /// `/etc/os-release`.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub os: Option<OsFacts>,
     /// Every Python found, by prefix.
     pub pythons: Vec<PythonFacts>,
@@ -80,18 +80,18 @@ pub struct ImageFacts {
     /// The config's `Labels`.
     pub labels: BTreeMap<String, String>,
     /// `Entrypoint`.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub entrypoint: Option<Vec<String>>,
     /// `Cmd`.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cmd: Option<Vec<String>>,
     /// `User` (`None` or empty: root).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
 }
 
 /// The distribution.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OsFacts {
     /// `ubuntu`.
     pub id: String,
@@ -104,14 +104,14 @@ pub struct OsFacts {
 }
 
 /// One Python installation.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PythonFacts {
     /// `3.11`.
     pub version: String,
     /// A free-threaded build (`python3.13t`).
     pub free_threaded: bool,
     /// The exact version where the image says it (conda's package record).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exact: Option<Sourced<String>>,
     /// The installation prefix (`/usr`, `/opt/conda`).
     pub prefix: String,
@@ -124,43 +124,43 @@ pub struct PythonFacts {
 }
 
 /// One torch installation.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TorchFacts {
     /// The `site-packages` directory it is in.
     pub site_packages: String,
     /// The Python minor that directory belongs to (`3.11`), when its path says.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub python: Option<String>,
     /// `__version__` of `torch/version.py`.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<Sourced<String>>,
     /// `torch.version.cuda`; `None` with [`TorchFacts::cpu_only`] for a CPU build.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cuda: Option<Sourced<String>>,
     /// `version.py` says `cuda = None`.
     pub cpu_only: bool,
     /// `torch.version.git_version`.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub git_version: Option<String>,
     /// `torch.version.hip` (ROCm builds).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hip: Option<String>,
     /// The version the package metadata (dist-info) carries.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dist_version: Option<Sourced<String>>,
     /// The `nvidia-*` / `cuda-*` requirements of its metadata.
     pub pins: Vec<Pin>,
     /// Where the pins were read.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pins_source: Option<String>,
     /// `Requires-Dist` lines about CUDA components that did not parse.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unparsed_pins: Vec<String>,
     /// torchvision next to it.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub torchvision: Option<Sourced<String>>,
     /// torchaudio next to it.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub torchaudio: Option<Sourced<String>>,
 }
 
@@ -185,7 +185,7 @@ impl TorchFacts {
 }
 
 /// An installed distribution (a `*.dist-info` or `*.egg-info`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PipPackage {
     /// Normalized name (`nvidia-cudnn-cu12`).
     pub name: String,
@@ -198,7 +198,7 @@ pub struct PipPackage {
 }
 
 /// Where a library file sits, which decides who loads it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum LibOrigin {
     /// The distribution's library directories (`/usr/lib/x86_64-linux-gnu`), apt packages.
@@ -216,35 +216,35 @@ pub enum LibOrigin {
 }
 
 /// A shared library file and the version its name carries.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LibraryFile {
     /// The path.
     pub path: String,
     /// What follows `.so.` in its name (`9.1.0`; pip wheels carry only the major, `9`).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
     /// Where it sits.
     pub origin: LibOrigin,
 }
 
 /// A CUDA toolkit directory (`/usr/local/cuda-12.4`, or the `/usr/local/cuda` link).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CudaToolkit {
     /// The directory.
     pub root: String,
     /// Its target when it is a symlink.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link_target: Option<String>,
     /// From `version.json` (or `version.txt` before 11.1).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<Sourced<CudaVersion>>,
     /// `bin/nvcc`, when present (devel images).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nvcc: Option<String>,
 }
 
 /// cuDNN, each source apart: they disagree in the images that matter.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CudnnFacts {
     /// From `cudnn_version.h` / `cudnn.h`.
     pub headers: Vec<Sourced<CudnnVersion>>,
@@ -258,7 +258,7 @@ pub struct CudnnFacts {
 }
 
 /// NCCL, each source apart.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NcclFacts {
     /// From `nccl.h`.
     pub headers: Vec<Sourced<NcclVersion>>,
@@ -271,34 +271,34 @@ pub struct NcclFacts {
 }
 
 /// A `cuda-compat` user-mode driver.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CompatLib {
     /// `/usr/local/cuda-12.8/compat/libcuda.so.570.124.06`.
     pub path: String,
     /// The driver version its name carries: the branch is its major (`570`).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub driver: Option<DriverVersion>,
     /// Its ELF note, when the library has one: the supported host branches.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<CompatNote>,
 }
 
 /// What the config's `Env` says about the stack.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EnvFacts {
     /// `CUDA_VERSION`.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cuda_version: Option<Sourced<CudaVersion>>,
     /// Every `NVIDIA_REQUIRE_*`, as written (source: the variable's name).
     pub require: Vec<Sourced<String>>,
     /// `NVIDIA_DISABLE_REQUIRE` as written.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disable_require: Option<String>,
     /// `PYTORCH_VERSION` (pytorch/pytorch and NGC images).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pytorch_version: Option<String>,
     /// `NVIDIA_PYTORCH_VERSION`: the NGC release (`24.08`).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nvidia_pytorch_version: Option<String>,
     /// Every variable as `(name, value)`, in order.
     pub all: Vec<(String, String)>,

@@ -23,7 +23,7 @@
 
 use std::io::{self, Read};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The note's owner, NUL included, as the ELF note stores it.
 const OWNER: &[u8] = b"NVIDIA Corporation\0";
@@ -34,13 +34,13 @@ pub const MAX_DESC: usize = 16 * 1024;
 const CHUNK: usize = 64 * 1024;
 
 /// What a compat library's note says.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CompatNote {
     /// `Format` (1 so far).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub format: Option<i64>,
     /// `CUDA Version`: the CUDA version this user-mode driver provides (`12.9`).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cuda_version: Option<String>,
     /// `Driver`: the host driver branches the package supports (`[535, 550, 570]`).
     pub driver_branches: Vec<u32>,

@@ -5,7 +5,7 @@
 //! files or judge versions. Every function takes any text and never panics (fuzzed:
 //! `fuzz/fuzz_targets/metadata.rs`, `version_py.rs`).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// What `torch/version.py` (also torchvision's and torchaudio's) assigns.
 ///
@@ -16,26 +16,26 @@ use serde::Serialize;
 /// git_version = 'e4ee3be4063b7c430974252fdf7db42273388d86'
 /// hip: Optional[str] = None
 /// ```
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VersionPy {
     /// `__version__`.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
     /// `cuda`: the CUDA torch was built with (`torch.version.cuda`); `None` for CPU and
     /// ROCm builds.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cuda: Option<String>,
     /// Whether `cuda` was assigned at all (`cuda = None` is a CPU build; no line is an
     /// unknown file).
     pub cuda_assigned: bool,
     /// `git_version`.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub git_version: Option<String>,
     /// `hip`: the ROCm version of a ROCm build.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hip: Option<String>,
     /// `xpu`: the oneAPI version of an XPU build.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub xpu: Option<String>,
 }
 
@@ -94,16 +94,16 @@ fn python_literal(text: &str) -> Option<Option<String>> {
 }
 
 /// The headers of a `METADATA` / `PKG-INFO` file that detection reads.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Metadata {
     /// `Name`.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     /// `Version`.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
     /// `Requires-Python`.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requires_python: Option<String>,
     /// Every `Requires-Dist` value, as written.
     pub requires_dist: Vec<String>,
@@ -143,20 +143,20 @@ pub fn parse_metadata(text: &str) -> Metadata {
 
 /// One requirement on a CUDA component (`nvidia-cudnn-cu12==9.1.0.70`), as a wheel
 /// declares it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Pin {
     /// The normalized name (`nvidia-cudnn-cu12`, `cuda-toolkit`).
     pub name: String,
     /// The version specifiers (`==9.1.0.70`, `>=13.0.3,<14`), empty when none.
     pub specifier: String,
     /// The exact version when the specifier is a single `==` (`9.1.0.70`).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exact: Option<String>,
     /// Extras (`cuda-toolkit[cublas,cudart]`).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub extras: Vec<String>,
     /// The environment marker (`platform_system == "Linux" and platform_machine == "x86_64"`).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub marker: Option<String>,
 }
 

@@ -46,30 +46,30 @@
 //! and versions compare as semver. This module follows libnvidia-container, which the
 //! default (legacy) mode of every toolkit release uses.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::model::{ComputeCapability, CudaVersion, DriverVersion};
 
 /// One GPU as the runtime sees it.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct GpuTarget {
     /// Its compute capability (`arch`); `None` if unknown.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arch: Option<ComputeCapability>,
     /// Its brand as libnvidia-container names it (`tesla`, `geforcertx`; see
     /// [`normalize_brand`]); `None` if unknown.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub brand: Option<String>,
 }
 
 /// The host a container would start on.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct HostTarget {
     /// The driver's CUDA version (`nvidia-smi`'s "CUDA Version": `12.2`).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cuda: Option<CudaVersion>,
     /// The driver version (`535.104.05`).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub driver: Option<DriverVersion>,
     /// The visible GPUs.
     pub gpus: Vec<GpuTarget>,
@@ -92,7 +92,7 @@ pub fn normalize_brand(name: &str) -> String {
 }
 
 /// A comparison operator.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Op {
     /// `=`.
     #[serde(rename = "=")]
@@ -138,7 +138,7 @@ const OPERATORS: [(&str, Op); 6] = [
 ];
 
 /// What a condition compares.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Property {
     /// The driver's CUDA version.
@@ -152,7 +152,7 @@ pub enum Property {
 }
 
 /// One `NAME OP VALUE` condition.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Condition {
     /// What it compares.
     pub property: Property,
@@ -216,7 +216,7 @@ fn parse_condition(text: &str) -> Result<Condition, RequireParseError> {
 }
 
 /// A requirement expression: alternatives (OR), each a list of conditions (AND).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Expression {
     /// The alternatives, in order.
     pub alternatives: Vec<Vec<Condition>>,
@@ -368,7 +368,7 @@ fn evaluate_condition(text: &str, data: &Data) -> Option<bool> {
 }
 
 /// How one requirement fared.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", tag = "verdict")]
 pub enum Verdict {
     /// It holds.
@@ -383,7 +383,7 @@ pub enum Verdict {
 }
 
 /// One requirement and how it fared.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RequireCheck {
     /// Where it came from: `NVIDIA_REQUIRE_CUDA`, or `CUDA_VERSION` for a legacy image.
     pub variable: String,
@@ -393,19 +393,19 @@ pub struct RequireCheck {
     #[serde(flatten)]
     pub verdict: Verdict,
     /// The first GPU (index into [`HostTarget::gpus`]) it failed on.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu: Option<usize>,
     /// For each alternative tried, the condition that was false: what the runtime's
     /// message does not say.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub failing: Vec<String>,
     /// The runtime's message for it.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
 }
 
 /// Whether the runtime would start the image, and why not.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RequireOutcome {
     /// `NVIDIA_DISABLE_REQUIRE` turned the check off.
     pub disabled: bool,

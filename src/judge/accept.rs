@@ -6,7 +6,7 @@
 //! typed, not what the vendor delivered, so an order with such an item is not accepted.
 //! Must not: probe, print, or read the order (that is [`super::order`]).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::order::{Expect, Item, Size};
 use crate::db::Db;
@@ -19,7 +19,7 @@ use crate::model::DriverReq;
 const TOLERANCE: f64 = 0.95;
 
 /// How an acceptance item came out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum AcceptVerdict {
     /// The host has what was ordered.
@@ -30,11 +30,20 @@ pub enum AcceptVerdict {
     Overridden,
 }
 
+fn item_key<'de, D: serde::Deserializer<'de>>(d: D) -> Result<&'static str, D::Error> {
+    crate::model::known::one_of(d, "acceptance item", Item::ALL.map(Item::key))
+}
+
+fn override_var<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'static str>, D::Error> {
+    crate::model::known::maybe_one_of(d, "override variable", crate::host::overrides::VARIABLES)
+}
+
 /// One acceptance item.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Acceptance {
     /// `gpu`, `gpus`, `gpu_memory`, `driver`, `cpus`, `memory`, `disk`.
-    pub item: &'static str,
+    #[serde(deserialize_with = "item_key")]
+    pub item: crate::model::known::Word,
     /// What was ordered.
     pub expected: String,
     /// What the host has.
@@ -44,8 +53,12 @@ pub struct Acceptance {
     /// `pass`, `fail` or `overridden`.
     pub verdict: AcceptVerdict,
     /// The variable that replaced the deciding fact, when `verdict` is `overridden`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub overridden_by: Option<&'static str>,
+    #[serde(
+        default,
+        deserialize_with = "override_var",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub overridden_by: Option<crate::model::known::Word>,
     /// How it is judged: the comparison, its tolerance and any unit conversion.
     pub rule: String,
 }

@@ -11,10 +11,10 @@
 //! check never passes on a fact it does not have: an unknown user-space driver, GPUs the
 //! database lacks, or no usable GPU turn a pass into a skip, a warning or a failure.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::db::Db;
-use crate::host::{HostReport, SmiFailure};
+use crate::host::{DockerProbe, HostReport, SmiFailure};
 use crate::resolve::{Finding, GpuAsk, Installed, Query, Status, judge_installed};
 
 mod accept;
@@ -23,7 +23,8 @@ pub mod order;
 pub use accept::{AcceptVerdict, Acceptance, accept, override_for};
 pub use order::{Expect, Item, OrderError, Size, parse_order};
 
-/// Every doctor check id: part of the JSON contract.
+/// Every doctor check id: part of the JSON contract, snapshotted in
+/// `tests/snapshots/doctor-checks.txt` (a test holds the two equal).
 pub const CHECKS: &[(&str, &str)] = &[
     ("gpus-visible", "the driver sees the GPUs"),
     (
@@ -56,7 +57,7 @@ pub const CHECKS: &[(&str, &str)] = &[
 ];
 
 /// pass / warn / fail / skip.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Verdict {
     /// Holds.
@@ -69,17 +70,23 @@ pub enum Verdict {
     Fail,
 }
 
+/// Deserializes a check id: the registered `&'static str` equal to it.
+fn check_id<'de, D: serde::Deserializer<'de>>(d: D) -> Result<&'static str, D::Error> {
+    crate::model::known::one_of(d, "doctor check", CHECKS.iter().map(|(c, _)| *c))
+}
+
 /// One check's outcome.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Check {
     /// Stable id (see [`CHECKS`]).
-    pub id: &'static str,
+    #[serde(deserialize_with = "check_id")]
+    pub id: crate::model::known::Word,
     /// The outcome.
     pub verdict: Verdict,
     /// Why, in a sentence.
     pub reason: String,
     /// The resolver's findings behind it, with their codes.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub findings: Vec<Finding>,
 }
 
@@ -671,14 +678,14 @@ fn driver_module(host: &HostReport) -> Check {
 fn container_runtime(host: &HostReport) -> Check {
     let info = match &host.docker {
         None => return check("container-runtime", Verdict::Skip, "the Docker probe did not run"),
-        Some(Err(e)) => {
+        Some(DockerProbe::Error { error }) => {
             return check(
                 "container-runtime",
                 Verdict::Skip,
-                format!("no Docker Engine: {e}"),
+                format!("no Docker Engine: {error}"),
             );
         }
-        Some(Ok(info)) => info,
+        Some(DockerProbe::Ok { engine }) => engine,
     };
     let docker = format!("Docker {}", info.server_version.as_deref().unwrap_or("?"));
     let runtime = info.runtimes.iter().any(|r| r.contains("nvidia"));

@@ -28,7 +28,7 @@ use super::{DriverVersion, ParseError, VersionSpecifiers, parse_specifiers};
 pub const MAX_GPU_COUNT: u32 = 1024;
 
 /// How one input was read, when that is not literally what was written.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Reading {
     /// The flag, variable or key it came from (`--torch`, `GPUENV_GPUS`, `order: driver`).
     pub input: String,

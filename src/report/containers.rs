@@ -4,8 +4,7 @@
 use std::collections::HashMap;
 use std::io::{self, Write};
 
-use serde_json::{Value, json};
-
+use super::doc::{BuiltDoc, CatalogPick, PullChoiceDoc, PullDoc, PullResult, PullSource};
 use super::{SCHEMA_VERSION, write_json};
 use crate::docker::{Built, Progress, Pulled};
 use crate::dockerfile::{Dockerfile, Prebuilt};
@@ -36,18 +35,6 @@ fn stack_line(s: &Stack) -> String {
     }
     line.push_str(&format!(" ({})", s.status));
     line
-}
-
-fn stack_json(s: &Stack) -> Value {
-    json!({
-        "torch": s.torch,
-        "variant": s.variant.to_string(),
-        "python": s.python,
-        "cuda": s.cuda,
-        "cudnn": s.cudnn,
-        "nccl": s.nccl,
-        "status": s.status,
-    })
 }
 
 /// `gpuenv dockerfile` without `--out`: the text itself.
@@ -85,22 +72,18 @@ pub fn built(
     if json_out {
         return write_json(
             out,
-            &json!({
-                "schema_version": SCHEMA_VERSION,
-                "tag": b.tag,
-                "image_id": b.image_id,
-                "size": b.size,
-                "steps": b.steps,
-                "base": d.base.image,
-                "require_cuda": d.require_cuda,
-                "extensions_from": d.extensions_from,
-                "stack": stack_json(stack),
-                "labels": d
-                    .labels
-                    .iter()
-                    .map(|(k, v)| (k.clone(), Value::from(v.as_str())))
-                    .collect::<serde_json::Map<_, _>>(),
-            }),
+            &BuiltDoc {
+                schema_version: SCHEMA_VERSION,
+                tag: b.tag.clone(),
+                image_id: b.image_id.clone(),
+                size: b.size,
+                steps: b.steps,
+                base: d.base.image.clone(),
+                require_cuda: d.require_cuda.clone(),
+                extensions_from: d.extensions_from.clone(),
+                stack: stack.into(),
+                labels: d.labels.clone(),
+            },
         );
     }
     writeln!(out, "built {}", b.tag)?;
@@ -109,15 +92,6 @@ pub fn built(
         writeln!(out, "  size     {}", human_size(s))?;
     }
     stack_and_base(out, d, stack)
-}
-
-fn chosen_json(c: &Prebuilt) -> Value {
-    json!({
-        "image": c.image,
-        "family": c.family,
-        "has_torch": c.has_torch,
-        "why": c.why,
-    })
 }
 
 /// The image chosen from the catalog, the stack it serves, and `query`'s best stack for
@@ -133,12 +107,19 @@ pub struct PullChoice<'a> {
 }
 
 /// The fields a catalog pick adds to `pull`'s JSON.
-fn choice_fields(m: &mut serde_json::Map<String, Value>, c: PullChoice<'_>) {
-    m.insert("catalog".into(), chosen_json(c.chosen));
-    m.insert("stack".into(), stack_json(c.stack));
-    m.insert("query_best".into(), stack_json(c.query_best));
-    m.insert("query_best_differs".into(), json!(c.chosen.differs.is_some()));
-    m.insert("query_best_why".into(), json!(c.chosen.differs));
+fn choice_doc(c: PullChoice<'_>) -> PullChoiceDoc {
+    PullChoiceDoc {
+        catalog: CatalogPick {
+            image: c.chosen.image.clone(),
+            family: c.chosen.family,
+            has_torch: c.chosen.has_torch,
+            why: c.chosen.why.clone(),
+        },
+        stack: c.stack.into(),
+        query_best: c.query_best.into(),
+        query_best_differs: c.chosen.differs.is_some(),
+        query_best_why: c.chosen.differs.clone(),
+    }
 }
 
 /// The lines a catalog pick adds to `pull`'s text.
@@ -154,12 +135,16 @@ fn choice_lines(out: &mut dyn Write, c: PullChoice<'_>) -> io::Result<()> {
 /// `gpuenv pull --dry-run`: the image that would be pulled.
 pub fn pull_plan(out: &mut dyn Write, image: &str, choice: PullChoice<'_>, json_out: bool) -> io::Result<()> {
     if json_out {
-        let mut doc = serde_json::Map::new();
-        doc.insert("schema_version".into(), json!(SCHEMA_VERSION));
-        doc.insert("image".into(), json!(image));
-        doc.insert("pulled".into(), json!(false));
-        choice_fields(&mut doc, choice);
-        return write_json(out, &Value::Object(doc));
+        return write_json(
+            out,
+            &PullDoc {
+                schema_version: SCHEMA_VERSION,
+                image: image.to_string(),
+                pulled: false,
+                result: None,
+                choice: Some(choice_doc(choice)),
+            },
+        );
     }
     writeln!(out, "would pull {image}")?;
     choice_lines(out, choice)
@@ -173,22 +158,28 @@ pub fn pulled(
     json_out: bool,
 ) -> io::Result<()> {
     if json_out {
-        let mut doc = json!({
-            "schema_version": SCHEMA_VERSION,
-            "image": p.image,
-            "pulled": true,
-            "digest": p.digest,
-            "digest_verified": true,
-            "image_id": p.image_id,
-            "size": p.size,
-            "layers": p.layers,
-            "downloaded_layers": p.downloaded_layers,
-            "source": if chosen.is_some() { "catalog" } else { "name" },
-        });
-        if let (Some(c), Some(m)) = (chosen, doc.as_object_mut()) {
-            choice_fields(m, c);
-        }
-        return write_json(out, &doc);
+        return write_json(
+            out,
+            &PullDoc {
+                schema_version: SCHEMA_VERSION,
+                image: p.image.clone(),
+                pulled: true,
+                result: Some(PullResult {
+                    digest: p.digest.clone(),
+                    digest_verified: true,
+                    image_id: p.image_id.clone(),
+                    size: p.size,
+                    layers: p.layers,
+                    downloaded_layers: p.downloaded_layers,
+                    source: if chosen.is_some() {
+                        PullSource::Catalog
+                    } else {
+                        PullSource::Name
+                    },
+                }),
+                choice: chosen.map(choice_doc),
+            },
+        );
     }
     writeln!(out, "pulled {}", p.image)?;
     writeln!(

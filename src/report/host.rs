@@ -2,11 +2,10 @@
 
 use std::io::{self, Write};
 
-use serde_json::json;
-
+use super::doc::{CheckDoc, DoctorDoc};
 use super::{QueryOpts, SCHEMA_VERSION, Styles, write_json};
 use crate::db::Db;
-use crate::host::HostReport;
+use crate::host::{DockerProbe, HostReport};
 use crate::judge::{AcceptVerdict, Acceptance, Check, Verdict};
 use crate::resolve::{Answer, Query};
 
@@ -170,7 +169,7 @@ fn host_lines(out: &mut dyn Write, db: &Db, h: &HostReport) -> io::Result<()> {
         )?;
     }
     match &h.docker {
-        Some(Ok(d)) => {
+        Some(DockerProbe::Ok { engine: d }) => {
             let cdi = if d.cdi_spec_dirs.is_empty() {
                 String::new()
             } else {
@@ -201,7 +200,7 @@ fn host_lines(out: &mut dyn Write, db: &Db, h: &HostReport) -> io::Result<()> {
                     .unwrap_or_default()
             )?
         }
-        Some(Err(e)) => writeln!(out, "Docker:     not reachable: {e}")?,
+        Some(DockerProbe::Error { error }) => writeln!(out, "Docker:     not reachable: {error}")?,
         None => {}
     }
     let os = h.os.as_ref().map(|o| {
@@ -270,7 +269,13 @@ pub fn doctor(
     if json_out {
         return write_json(
             out,
-            &json!({"schema_version": SCHEMA_VERSION, "db_date": db.date(), "host": h, "checks": checks, "overrides": h.overrides}),
+            &DoctorDoc {
+                schema_version: SCHEMA_VERSION,
+                db_date: db.date(),
+                host: h.clone(),
+                checks: checks.to_vec(),
+                overrides: h.overrides.clone(),
+            },
         );
     }
     host_lines(out, db, h)?;
@@ -305,16 +310,15 @@ pub fn check(
     overrides: &[String],
 ) -> io::Result<()> {
     if opts.json {
-        let mut doc = super::query::answer_json(q, a, opts);
-        if let serde_json::Value::Object(m) = &mut doc {
-            m.insert(
-                "acceptance".into(),
-                serde_json::to_value(acceptance).unwrap_or_default(),
-            );
-            m.insert("accepted".into(), json!(acceptance.iter().all(|x| x.pass)));
-            m.insert("overrides".into(), json!(overrides));
-        }
-        return write_json(out, &doc);
+        return write_json(
+            out,
+            &CheckDoc {
+                answer: super::query::answer_json(q, a, opts),
+                acceptance: acceptance.to_vec(),
+                accepted: acceptance.iter().all(|x| x.pass),
+                overrides: overrides.to_vec(),
+            },
+        );
     }
     if !overrides.is_empty() {
         writeln!(

@@ -27,6 +27,7 @@
 //! more: serde escapes every control character.
 
 mod containers;
+pub mod doc;
 mod host;
 pub mod progress;
 mod query;
@@ -35,7 +36,7 @@ mod verify;
 use std::io::{self, Write};
 
 use serde::Serialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use crate::db::{Db, Found, Kind, Problem};
 use crate::text::terminal_safe;
@@ -184,14 +185,12 @@ pub fn write_json(out: &mut dyn Write, value: &impl Serialize) -> io::Result<()>
 }
 
 /// `{"schema_version": 1, "kind": ..., ...record}`.
-pub fn show_json(found: Found<'_>) -> Value {
-    let mut doc = Map::new();
-    doc.insert("schema_version".into(), json!(SCHEMA_VERSION));
-    doc.insert("kind".into(), json!(found.kind()));
-    if let Ok(Value::Object(fields)) = serde_json::to_value(found) {
-        doc.extend(fields);
+pub fn show_json(found: Found<'_>) -> doc::ShowDoc<Found<'_>> {
+    doc::ShowDoc {
+        schema_version: SCHEMA_VERSION,
+        kind: found.kind(),
+        record: found,
     }
-    Value::Object(doc)
 }
 
 /// The title line of a record.
@@ -331,12 +330,12 @@ pub fn lint(out: &mut dyn Write, problems: &[Problem], files: usize, json_out: b
     if json_out {
         return write_json(
             out,
-            &json!({
-                "schema_version": SCHEMA_VERSION,
-                "files": files,
-                "clean": problems.is_empty(),
-                "problems": problems,
-            }),
+            &doc::LintDoc {
+                schema_version: SCHEMA_VERSION,
+                files,
+                clean: problems.is_empty(),
+                problems: problems.to_vec(),
+            },
         );
     }
     for p in problems {
@@ -357,13 +356,20 @@ pub fn lint(out: &mut dyn Write, problems: &[Problem], files: usize, json_out: b
 /// `gpuenv db list`: the records of a kind, a line each.
 pub fn list(out: &mut dyn Write, kind: Kind, names: &[(String, String)], json_out: bool) -> io::Result<()> {
     if json_out {
-        let records: Vec<Value> = names
+        let records = names
             .iter()
-            .map(|(id, name)| json!({"id": id, "name": name}))
+            .map(|(id, name)| doc::Listed {
+                id: id.clone(),
+                name: name.clone(),
+            })
             .collect();
         return write_json(
             out,
-            &json!({"schema_version": SCHEMA_VERSION, "kind": kind, "records": records}),
+            &doc::ListDoc {
+                schema_version: SCHEMA_VERSION,
+                kind,
+                records,
+            },
         );
     }
     let width = names.iter().map(|(id, _)| id.len()).max().unwrap_or(0);
@@ -371,16 +377,6 @@ pub fn list(out: &mut dyn Write, kind: Kind, names: &[(String, String)], json_ou
         writeln!(out, "{id:<width$}  {name}")?;
     }
     Ok(())
-}
-
-/// Coverage of one kind, for `gpuenv db stats`.
-#[derive(Debug, Serialize)]
-struct KindStats {
-    kind: Kind,
-    records: usize,
-    unverified_facts: usize,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    newest: Option<String>,
 }
 
 fn unverified_count(v: &Value) -> usize {
@@ -400,7 +396,7 @@ fn unverified_count(v: &Value) -> usize {
     }
 }
 
-fn kind_stats(db: &Db) -> Vec<KindStats> {
+fn kind_stats(db: &Db) -> Vec<doc::KindStats> {
     fn count<T: Serialize>(records: &[T]) -> usize {
         records
             .iter()
@@ -430,7 +426,7 @@ fn kind_stats(db: &Db) -> Vec<KindStats> {
                 Kind::Image => (count(&db.images), newest_image.clone()),
                 Kind::Package => (count(&db.packages), None),
             };
-            KindStats {
+            doc::KindStats {
                 kind,
                 records: db.count(kind),
                 unverified_facts,
@@ -447,7 +443,11 @@ pub fn stats(out: &mut dyn Write, db: &Db, json_out: bool) -> io::Result<()> {
     if json_out {
         return write_json(
             out,
-            &json!({"schema_version": SCHEMA_VERSION, "db_date": date, "kinds": kinds}),
+            &doc::StatsDoc {
+                schema_version: SCHEMA_VERSION,
+                db_date: date,
+                kinds,
+            },
         );
     }
     writeln!(out, "{:<8} {:>7} {:>11}  newest", "kind", "records", "unverified")?;
@@ -474,11 +474,13 @@ pub fn stats(out: &mut dyn Write, db: &Db, json_out: bool) -> io::Result<()> {
 /// `gpuenv db refresh`: what upstream proposes.
 pub fn refresh(out: &mut dyn Write, s: &Summary, json_out: bool) -> io::Result<()> {
     if json_out {
-        let mut doc = serde_json::to_value(s).map_err(io::Error::other)?;
-        if let Value::Object(m) = &mut doc {
-            m.insert("schema_version".into(), json!(SCHEMA_VERSION));
-        }
-        return write_json(out, &doc);
+        return write_json(
+            out,
+            &doc::RefreshDoc {
+                summary: s.clone(),
+                schema_version: SCHEMA_VERSION,
+            },
+        );
     }
     writeln!(out, "torch releases read from PyPI: {}", s.releases)?;
     writeln!(

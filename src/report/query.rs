@@ -2,8 +2,7 @@
 
 use std::io::{self, Write};
 
-use serde_json::{Value, json};
-
+use super::doc::QueryDoc;
 use super::{SCHEMA_VERSION, Styles, write_json};
 use crate::resolve::{Answer, Query, Severity, Stack, Status};
 
@@ -145,29 +144,25 @@ fn write_extensions_from(out: &mut dyn Write, q: &Query) -> io::Result<()> {
     Ok(())
 }
 
-fn stack_json(s: &Stack) -> Value {
-    serde_json::to_value(s).unwrap_or(Value::Null)
-}
-
 /// The JSON document of an answer.
-pub(crate) fn answer_json(q: &Query, a: &Answer, opts: &QueryOpts) -> Value {
-    let shown: Vec<&Stack> = a
-        .stacks
-        .iter()
-        .filter(|s| opts.all || s.status != Status::Incompatible)
-        .collect();
-    json!({
-        "schema_version": SCHEMA_VERSION,
-        "query": describe(q),
-        "readings": q.readings,
-        "verdict": a.verdict,
-        "db_date": a.db_date,
-        "findings": a.findings,
-        "newer_conditional": a.newer_conditional().map(stack_json),
-        "extensions_from": q.extensions_from,
-        "stacks": shown.iter().map(|s| stack_json(s)).collect::<Vec<_>>(),
-        "suggestions": a.suggestions,
-    })
+pub(crate) fn answer_json(q: &Query, a: &Answer, opts: &QueryOpts) -> QueryDoc {
+    QueryDoc {
+        schema_version: SCHEMA_VERSION,
+        query: describe(q),
+        readings: q.readings.clone(),
+        verdict: a.verdict,
+        db_date: a.db_date,
+        findings: a.findings.clone(),
+        newer_conditional: a.newer_conditional().cloned(),
+        extensions_from: q.extensions_from.clone(),
+        stacks: a
+            .stacks
+            .iter()
+            .filter(|s| opts.all || s.status != Status::Incompatible)
+            .cloned()
+            .collect(),
+        suggestions: a.suggestions.clone(),
+    }
 }
 
 /// Prints an answer.

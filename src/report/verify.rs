@@ -2,8 +2,7 @@
 
 use std::io::{self, Write};
 
-use serde_json::json;
-
+use super::doc::{CatalogVerdict, ShowJudgedDoc, VerifyDoc};
 use super::query::mark;
 use super::{SCHEMA_VERSION, Styles, write_json};
 use crate::model::PartialDate;
@@ -19,12 +18,14 @@ pub fn verify(
     styles: Styles,
 ) -> io::Result<()> {
     if json_out {
-        let mut doc = serde_json::to_value(v).map_err(io::Error::other)?;
-        if let serde_json::Value::Object(m) = &mut doc {
-            m.insert("schema_version".into(), json!(SCHEMA_VERSION));
-            m.insert("db_date".into(), json!(db_date));
-        }
-        return write_json(out, &doc);
+        return write_json(
+            out,
+            &VerifyDoc {
+                verification: v.clone(),
+                schema_version: SCHEMA_VERSION,
+                db_date,
+            },
+        );
     }
     let f = &v.facts;
     writeln!(
@@ -171,11 +172,7 @@ pub(super) fn verdict(out: &mut dyn Write, v: &Verification, styles: Styles) -> 
                 None => format!("driver {d}"),
             });
         }
-        have.extend(
-            t.gpus
-                .iter()
-                .map(|(g, _)| format!("{}x {}", g.count.max(1), g.gpu.name)),
-        );
+        have.extend(t.gpus().iter().cloned());
         have.extend(t.unknown_gpus.iter().map(|g| format!("{g} (not in compat-db)")));
         have.extend(t.no_driver.iter().cloned());
         have.extend(t.no_gpu.iter().cloned());
@@ -272,17 +269,15 @@ pub fn show_judged(
     styles: Styles,
 ) -> io::Result<()> {
     if json_out {
-        let mut doc = super::show_json(found);
-        let mut verdict = serde_json::to_value(v).map_err(io::Error::other)?;
-        if let serde_json::Value::Object(m) = &mut verdict {
-            // The facts are the record's, already above.
-            m.remove("facts");
-        }
-        if let serde_json::Value::Object(m) = &mut doc {
-            m.insert("db_date".into(), json!(db_date));
-            m.insert("verdict".into(), verdict);
-        }
-        return write_json(out, &doc);
+        // The facts are the record's, already above: the verdict leaves them out.
+        return write_json(
+            out,
+            &ShowJudgedDoc {
+                show: super::show_json(found),
+                db_date,
+                verdict: CatalogVerdict::from(v.clone()),
+            },
+        );
     }
     super::show(out, found, None, false)?;
     writeln!(out)?;

@@ -192,6 +192,12 @@ pub const CODES: &[(&str, &str)] = &[
     ),
 ];
 
+/// Deserializes a finding code: the registered `&'static str` equal to it, or an error
+/// naming a code [`CODES`] lacks.
+pub fn deserialize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<&'static str, D::Error> {
+    crate::model::known::one_of(d, "finding code", CODES.iter().map(|(c, _)| *c))
+}
+
 /// Whether `code` is a known finding code.
 pub fn is_known(code: &str) -> bool {
     CODES.iter().any(|(c, _)| *c == code)

@@ -14,21 +14,22 @@
 //! (`on-request` without JIT, or `from-source` installed from an index) leaves it unassumed,
 //! and the sentence names what would ask for it.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::input::{Install, Requirement, marker_applies};
 use crate::db::{BuildEnv, Compiles, EnvRole, NvccMatch, Package, PythonRelease};
 use crate::model::{Operator, Version};
 
 /// A requirement that names a package whose installation compiles CUDA code.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ExtensionReq {
     /// The package (`flash-attn`), as its record names it.
     pub package: String,
     /// Where the requirement was written (`requirements.txt:4`).
     pub origin: String,
     /// When installing it compiles, as its record says (`unless-prebuilt`).
-    pub compiles: &'static str,
+    #[serde(deserialize_with = "compiles_word")]
+    pub compiles: crate::model::known::Word,
     /// Whether it makes the project build CUDA extensions.
     pub assumed: bool,
     /// The decision in a sentence.
@@ -38,14 +39,19 @@ pub struct ExtensionReq {
     /// Its build imports torch: it installs after torch, without build isolation.
     pub needs_torch_at_build: bool,
     /// What its build imports besides torch.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub build_requires: Vec<String>,
     /// Environment variables its build reads, with what each does.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub env: Vec<BuildEnv>,
     /// Written in pyproject.toml rather than a requirements file.
     #[serde(skip)]
     pub pyproject: bool,
+}
+
+/// A [`Compiles`] word read back, as the record's own `&'static str`.
+fn compiles_word<'de, D: serde::Deserializer<'de>>(d: D) -> Result<&'static str, D::Error> {
+    Ok(Compiles::deserialize(d)?.as_str())
 }
 
 /// The exact version an `==` (or `===`) specifier pins, without wildcards.

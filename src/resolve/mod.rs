@@ -23,7 +23,9 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
-use serde::Serialize;
+use std::borrow::Cow;
+
+use serde::{Deserialize, Serialize};
 
 use crate::db::{self, CudaRelease, Db, DriverBranch, Gpu, PythonRelease, TorchRelease};
 use crate::model::{CudaVersion, DriverVersion, GlibcVersion, PartialDate, Variant, VersionSpecifiers};
@@ -129,7 +131,7 @@ pub struct Query {
 }
 
 /// The verdict of a stack, and of a whole answer (its best stack's).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Status {
     /// Runs natively.
@@ -151,7 +153,7 @@ impl fmt::Display for Status {
 }
 
 /// How much a finding weighs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
     /// A fact that held.
@@ -165,21 +167,24 @@ pub enum Severity {
 }
 
 /// One rule applied to one stack.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Finding {
-    /// Stable kebab-case code (see [`codes::CODES`]).
-    pub code: &'static str,
+    /// Stable kebab-case code (see [`codes::CODES`]); read back, a code the list lacks is
+    /// an error.
+    #[serde(deserialize_with = "codes::deserialize")]
+    pub code: crate::model::known::Word,
     /// How much it weighs.
     pub severity: Severity,
     /// What was found, in a sentence.
     pub message: String,
-    /// The facts compared.
-    pub facts: BTreeMap<&'static str, String>,
+    /// The facts compared, by name (`driver`, `needs_glibc`): gpuenv's own names when it
+    /// made the finding, any when it read one back.
+    pub facts: BTreeMap<Cow<'static, str>, String>,
     /// Where the rule's data comes from.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
     /// A fact it relied on is not verified against a primary source.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub unverified: bool,
 }
 
@@ -224,30 +229,38 @@ impl Serialize for Findings {
     }
 }
 
+/// Read back as the list written: the weightiest first, which [`Findings::iter`] keeps
+/// (its sort is stable), so a stack read back writes the same list again.
+impl<'de> Deserialize<'de> for Findings {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(Findings::new(Arc::from([]), Vec::<Finding>::deserialize(d)?))
+    }
+}
+
 /// What a stack needs of facts the query did not give.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Needs {
     /// Driver for native CUDA (the toolkit's own minimum, and the GPUs' branch).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub driver_native: Option<String>,
     /// Lowest driver through minor-version compatibility.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub driver_minor_compat: Option<String>,
     /// Driver branches on which the build's `cuda-compat` package runs.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub forward_compat_branches: Vec<String>,
     /// Architectures with SASS in the wheel.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sass: Vec<String>,
     /// Architectures with PTX in the wheel.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ptx: Vec<String>,
     /// Lowest glibc.
     pub glibc: String,
 }
 
 /// One candidate: a torch build on a Python.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Stack {
     /// The torch release (`2.4.1`).
     pub torch: Arc<str>,
@@ -269,8 +282,8 @@ pub struct Stack {
     pub needs: Arc<Needs>,
     /// How to install it.
     pub install: String,
-    /// Rank keys, not part of the output.
-    #[serde(skip)]
+    /// Rank keys, not part of the output (a stack read back ranks nowhere).
+    #[serde(skip, default = "Rank::read_back")]
     pub(crate) rank: Rank,
 }
 
@@ -287,11 +300,33 @@ pub(crate) struct Rank {
     pub python: (u8, std::cmp::Reverse<(u8, u8)>),
 }
 
+impl Rank {
+    /// The rank of a stack read back from a document, which keeps no rank: the answer it
+    /// came from was ranked already, and its order is the list's.
+    fn read_back() -> Rank {
+        Rank {
+            status: 0,
+            failures: 0,
+            torch: std::cmp::Reverse(crate::model::Version::new([0])),
+            variant_distance: 0,
+            python: (0, std::cmp::Reverse((0, 0))),
+        }
+    }
+}
+
+/// What a [`Suggestion`] changes.
+pub const SUGGESTION_KINDS: [&str; 5] = ["driver", "torch", "cuda", "python", "os"];
+
+fn suggestion_kind<'de, D: serde::Deserializer<'de>>(d: D) -> Result<&'static str, D::Error> {
+    crate::model::known::one_of(d, "suggestion kind", SUGGESTION_KINDS)
+}
+
 /// A change that would make something fit, and what it gives.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Suggestion {
-    /// What to change: `driver`, `torch`, `cuda`, `python`, `os`.
-    pub kind: &'static str,
+    /// What to change: one of [`SUGGESTION_KINDS`].
+    #[serde(deserialize_with = "suggestion_kind")]
+    pub kind: crate::model::known::Word,
     /// The change (`driver >= 570.26`).
     pub change: String,
     /// What it gives (`torch 2.7.0+cu128 runs natively on RTX 5090`).

@@ -35,7 +35,7 @@ trait FindingExt {
 
 impl FindingExt for Finding {
     fn fact(mut self, k: &'static str, v: impl ToString) -> Self {
-        self.facts.insert(k, v.to_string());
+        self.facts.insert(k.into(), v.to_string());
         self
     }
     fn source(mut self, url: Option<&str>) -> Self {

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use reqwest::Url;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::pypi::{self, DefaultBuild, SimpleProject};
 use super::{Client, Fetched, UpstreamError};
@@ -68,7 +68,7 @@ pub struct TorchFacts {
 }
 
 /// One fact where the curated record and upstream differ.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Change {
     /// The key (`python`, `variants.cu121.cudnn`).
     pub field: String,
@@ -79,12 +79,13 @@ pub struct Change {
 }
 
 /// A proposed record.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Proposal {
     /// `torch/2.15.0.toml`, `cuda/13.6.0.toml`, `cudnn/9.30.0.12.toml`.
     pub file: String,
     /// The kind of record: `torch`, `cuda` or `cudnn`.
-    pub kind: &'static str,
+    #[serde(deserialize_with = "proposal_kind")]
+    pub kind: crate::model::known::Word,
     /// A release the database lacks.
     pub new: bool,
     /// Keys the record lists as `pending`: facts upstream does not state, left for a curator.
@@ -96,8 +97,15 @@ pub struct Proposal {
     pub text: String,
 }
 
+/// The kinds of record a refresh proposes.
+const PROPOSAL_KINDS: [&str; 3] = ["torch", "cuda", "cudnn"];
+
+fn proposal_kind<'de, D: serde::Deserializer<'de>>(d: D) -> Result<&'static str, D::Error> {
+    crate::model::known::one_of(d, "proposal kind", PROPOSAL_KINDS)
+}
+
 /// What a refresh found.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Summary {
     /// torch releases read from PyPI.
     pub releases: usize,

@@ -19,7 +19,7 @@ pub mod paths;
 
 use std::io::Read;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::db::{Db, ImageFamily};
 use crate::deadline::Deadline;
@@ -53,27 +53,58 @@ pub enum VerifyError {
     Registry(#[from] RegistryError),
 }
 
+/// How an image can be read ([`Origin::transport`]); `catalog` when the facts are
+/// compat-db's record of it.
+pub const TRANSPORTS: [&str; 6] = [
+    "daemon",
+    "registry",
+    "docker-archive",
+    "oci-archive",
+    "oci",
+    "catalog",
+];
+
+/// How an image's files were read ([`Origin::read`]).
+pub const READS: [&str; 3] = ["paths", "layers", "catalog"];
+
+/// What a verdict can cover ([`Verification::covers`]).
+pub const COVERS: [&str; 4] = ["claims", "consistency", "target", "catalog"];
+
+fn transport<'de, D: serde::Deserializer<'de>>(d: D) -> Result<&'static str, D::Error> {
+    crate::model::known::one_of(d, "transport", TRANSPORTS)
+}
+
+fn read_how<'de, D: serde::Deserializer<'de>>(d: D) -> Result<&'static str, D::Error> {
+    crate::model::known::one_of(d, "way of reading", READS)
+}
+
+fn covers<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<&'static str>, D::Error> {
+    crate::model::known::each_of(d, "cover", COVERS)
+}
+
 /// Where the image was read from, for the report.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Origin {
-    /// `daemon`, `registry`, `docker-archive`, `oci-archive`, `oci`.
-    pub transport: &'static str,
+    /// One of [`TRANSPORTS`]: `daemon`, `registry`, `docker-archive`, `oci-archive`, `oci`.
+    #[serde(deserialize_with = "transport")]
+    pub transport: crate::model::known::Word,
     /// The reference as given.
     pub reference: String,
     /// The manifest digest, when the source names one.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub digest: Option<String>,
     /// Names the image carries (repo tags).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub names: Vec<String>,
     /// How it was read: `paths` (a local image, chosen paths through a never-started
     /// container) or `layers` (every layer streamed).
-    pub read: &'static str,
+    #[serde(deserialize_with = "read_how")]
+    pub read: crate::model::known::Word,
     /// How many paths were asked for, when read by `paths`.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paths_asked: Option<usize>,
     /// Why a local image's layers were read after all, when they were.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub layers_because: Option<String>,
 }
 
@@ -250,46 +281,64 @@ impl archive::BlobSource for RegistryBlobs<'_> {
 }
 
 /// The machine an image is meant for.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Target {
     /// Where this came from (`this host`, `the target given`).
     pub source: String,
     /// The driver.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub driver: Option<DriverVersion>,
     /// The driver's CUDA version, when the host reported it (else derived from the driver).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub driver_cuda: Option<CudaVersion>,
-    /// The GPUs, with their brand where the host reported it.
-    #[serde(serialize_with = "gpu_names", skip_serializing_if = "Vec::is_empty")]
-    pub gpus: Vec<(GpuAsk, Option<String>)>,
+    /// The GPUs as the report writes them (`8x H100 SXM`), one per record in
+    /// [`Target::gpu_records`]; set both with [`Target::set_gpus`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    gpus: Vec<String>,
+    /// The GPUs judged: their records, with their brand where the host reported it. Not
+    /// part of the document: a target read back has only the names.
+    #[serde(skip)]
+    gpu_records: Vec<(GpuAsk, Option<String>)>,
     /// Why the host has no driver: none was found there, which is a fact about the host,
     /// not a gap in what was asked.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub no_driver: Option<String>,
     /// Why the host shows no GPU, when it shows none.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub no_gpu: Option<String>,
     /// GPUs of the host that compat-db has no record of, as the host names them.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unknown_gpus: Vec<String>,
     /// The `GPUENV_*` overrides the host's facts went through (`GPUENV_DRIVER=535.104.05`).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub overrides: Vec<String>,
     /// How `--driver` and `--gpu` were read where not literally (a branch as its earliest
     /// release, a name covering several GPUs).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub readings: Vec<crate::model::Reading>,
 }
 
-fn gpu_names<S: serde::Serializer>(gpus: &[(GpuAsk, Option<String>)], s: S) -> Result<S::Ok, S::Error> {
-    s.collect_seq(
-        gpus.iter()
-            .map(|(g, _)| format!("{}x {}", g.count.max(1), g.gpu.name)),
-    )
-}
-
 impl Target {
+    /// Sets the GPUs judged, and the names the report writes for them.
+    pub fn set_gpus(&mut self, gpus: Vec<(GpuAsk, Option<String>)>) {
+        self.gpus = gpus
+            .iter()
+            .map(|(g, _)| format!("{}x {}", g.count.max(1), g.gpu.name))
+            .collect();
+        self.gpu_records = gpus;
+    }
+
+    /// The GPUs as written: `8x H100 SXM`.
+    pub fn gpus(&self) -> &[String] {
+        &self.gpus
+    }
+
+    /// The GPUs judged, with their brand where the host reported it; empty for a target
+    /// read back from a document.
+    pub fn gpu_records(&self) -> &[(GpuAsk, Option<String>)] {
+        &self.gpu_records
+    }
+
     /// Whether nothing is known: no target to judge.
     pub fn is_empty(&self) -> bool {
         self.driver.is_none()
@@ -314,11 +363,10 @@ impl Target {
                 (a, brand)
             })
             .collect();
-        Target {
+        let mut target = Target {
             source: "this host".into(),
             driver: host.driver.as_ref().map(|d| d.value.clone()),
             driver_cuda: host.driver_cuda.as_ref().map(|c| c.value.clone()),
-            gpus,
             // One reason serves both: the first failure in the chain driver, devices.
             no_driver: host
                 .driver
@@ -332,8 +380,10 @@ impl Target {
                 .flatten(),
             unknown_gpus,
             overrides: host.overrides.clone(),
-            readings: Vec::new(),
-        }
+            ..Target::default()
+        };
+        target.set_gpus(gpus);
+        target
     }
 
     /// Why no GPU is usable on the target, as a clause (`the NVIDIA kernel module is not
@@ -349,7 +399,7 @@ impl Target {
 }
 
 /// The verdict of `verify`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Verification {
     /// Where the image came from.
     pub origin: Origin,
@@ -364,17 +414,18 @@ pub struct Verification {
     /// What the verdict covers: `claims` (when there were any), `consistency`, `target`
     /// (when one was given); `catalog` when the facts are compat-db's record of the image,
     /// not read from it. A pass says nothing of what is not listed.
-    pub covers: Vec<&'static str>,
+    #[serde(deserialize_with = "covers")]
+    pub covers: Vec<crate::model::known::Word>,
     /// Findings, with the same codes as `query`.
     pub findings: Vec<Finding>,
     /// The target judged: its facts, what it lacks, and the overrides behind them.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<Target>,
     /// How the NVIDIA runtime would judge it on the target.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub require: Option<RequireOutcome>,
     /// Each torch of the image on the target, judged by the resolver.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub torch_on_target: Vec<Stack>,
     /// A claim, the image's consistency or the target check failed.
     pub failed: bool,
@@ -949,7 +1000,7 @@ pub(crate) fn judge_target(
             cuda: driver_cuda,
             driver: target.driver.clone(),
             gpus: target
-                .gpus
+                .gpu_records
                 .iter()
                 .flat_map(|(g, brand)| {
                     let t = GpuTarget {
@@ -1015,7 +1066,7 @@ pub(crate) fn judge_target(
         }
     }
     let q = Query {
-        gpus: target.gpus.iter().map(|(g, _)| g.clone()).collect(),
+        gpus: target.gpu_records.iter().map(|(g, _)| g.clone()).collect(),
         driver,
         ..Query::default()
     };
@@ -1135,7 +1186,7 @@ fn forward_compat(
     } else {
         format!("{from} or later R{}", from.branch())
     };
-    if target.gpus.is_empty() {
+    if target.gpu_records.is_empty() {
         findings.push(finding(
             "image-forward-compat",
             Severity::Warning,
@@ -1148,7 +1199,7 @@ fn forward_compat(
     }
     // Not eligible: the compat library is not used (the NGC entrypoint says so and goes
     // on), and CUDA sees the host's own driver, which the resolver judges below.
-    if let Some((g, _)) = target.gpus.iter().find(|(g, _)| !g.gpu.forward_compat) {
+    if let Some((g, _)) = target.gpu_records.iter().find(|(g, _)| !g.gpu.forward_compat) {
         findings.push(finding(
             "image-forward-compat",
             Severity::Warning,
@@ -1225,18 +1276,18 @@ mod tests {
                 devices: Vec::new(),
             }),
         });
-        let target = Target {
+        let mut target = Target {
             source: "the target given".into(),
             driver: Some("535.104.05".parse().unwrap()),
-            gpus: vec![(
-                GpuAsk {
-                    gpu: db.gpu(gpu).unwrap().clone(),
-                    count: 1,
-                },
-                None,
-            )],
             ..Target::default()
         };
+        target.set_gpus(vec![(
+            GpuAsk {
+                gpu: db.gpu(gpu).unwrap().clone(),
+                count: 1,
+            },
+            None,
+        )]);
         let ix = Index::new(db);
         let shipped = ForwardCompat::from_facts(&facts);
         let mut findings = Vec::new();

@@ -793,3 +793,27 @@ fn check_judges_the_project_on_this_host() {
     ]);
     assert_eq!(code, 1);
 }
+
+#[test]
+fn docker_is_a_status_with_the_engine_or_the_error() {
+    let (_, doc) = doctor_json("single-a100", &[]);
+    let docker = &doc["host"]["docker"];
+    assert_eq!(docker["status"], "ok", "{docker}");
+    assert_eq!(docker["engine"]["server_version"], "26.1.3", "{docker}");
+    assert_eq!(docker["engine"]["default_runtime"], "nvidia", "{docker}");
+    assert!(
+        docker.get("Ok").is_none() && docker.get("error").is_none(),
+        "{docker}"
+    );
+    let (_, doc) = doctor_json("no-gpu", &[]);
+    let docker = &doc["host"]["docker"];
+    assert_eq!(docker["status"], "error", "{docker}");
+    assert_eq!(
+        docker["error"], "the Docker daemon is not reachable: connection refused",
+        "{docker}"
+    );
+    assert!(
+        docker.get("Err").is_none() && docker.get("engine").is_none(),
+        "{docker}"
+    );
+}

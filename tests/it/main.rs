@@ -20,6 +20,7 @@ mod reading;
 mod refresh;
 mod services;
 mod show;
+mod snapshots;
 mod stats;
 mod support;
 mod terminal;

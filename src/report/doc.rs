@@ -1,0 +1,420 @@
+//! The JSON documents gpuenv prints, as types.
+//!
+//! Every `--json` document is one of these structs, serialized as it is: the field order
+//! of a struct is the order of its document, and `#[serde(flatten)]` puts a payload's
+//! fields (a [`Verification`], a record) at the top level where the document has always
+//! had them. Each derives `Deserialize` as well, so a document gpuenv wrote reads back
+//! into the same type and writes the same JSON again (the tests hold `doctor`, `check`,
+//! `query` and `verify` to that): a script, or a later gpuenv (a fleet merging `doctor`
+//! reports), can take the typed value instead of picking at untyped JSON.
+//!
+//! What a document holds that the type cannot rebuild is not part of it: a stack's rank,
+//! the database records behind a target's GPUs. Those read back empty, and the document
+//! written again is the same, because they were never written.
+
+use serde::{Deserialize, Serialize};
+
+use super::SCHEMA_VERSION;
+use crate::db::{Kind, Problem};
+use crate::host::HostReport;
+use crate::judge::{Acceptance, Check};
+use crate::model::{PartialDate, Reading, Variant};
+use crate::resolve::extensions::ExtensionReq;
+use crate::resolve::{Finding, Stack, Status, Suggestion};
+use crate::upstream::Summary;
+use crate::verify::{Origin, Target, Verification};
+
+/// The `schema_version` of a document read back when it has none (a hand-written one).
+fn schema_version() -> u32 {
+    SCHEMA_VERSION
+}
+
+/// `gpuenv query --json`: the answer, best stack first.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct QueryDoc {
+    /// [`SCHEMA_VERSION`].
+    #[serde(default = "schema_version")]
+    pub schema_version: u32,
+    /// What was asked, in a line (`torch ==2.4.*, H100 SXM, driver 535.104.05`).
+    pub query: String,
+    /// Each input that was not taken literally, and how it was read.
+    pub readings: Vec<Reading>,
+    /// The best stack's verdict.
+    pub verdict: Status,
+    /// The database's date: the newest `checked` of its records.
+    pub db_date: Option<PartialDate>,
+    /// Findings about the question as a whole.
+    pub findings: Vec<Finding>,
+    /// The newest torch that runs only under a rule, when newer than the native best.
+    pub newer_conditional: Option<Stack>,
+    /// The project's requirements on packages that compile CUDA code at install.
+    pub extensions_from: Vec<ExtensionReq>,
+    /// The stacks shown, best first (with `--all` also the incompatible ones).
+    pub stacks: Vec<Stack>,
+    /// The smallest changes that make something fit.
+    pub suggestions: Vec<Suggestion>,
+}
+
+/// `gpuenv check --json`: `query`'s document for this host, and acceptance against the
+/// order.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CheckDoc {
+    /// The answer for the project on this host.
+    #[serde(flatten)]
+    pub answer: QueryDoc,
+    /// One item per key of the order.
+    pub acceptance: Vec<Acceptance>,
+    /// Whether every item passed on evidence.
+    pub accepted: bool,
+    /// The `GPUENV_*` overrides used (`VAR=value`).
+    pub overrides: Vec<String>,
+}
+
+/// `gpuenv doctor --json`: the host's facts and the checks.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DoctorDoc {
+    /// [`SCHEMA_VERSION`].
+    #[serde(default = "schema_version")]
+    pub schema_version: u32,
+    /// The database's date.
+    pub db_date: Option<PartialDate>,
+    /// What the probes found.
+    pub host: HostReport,
+    /// Each check, in the order of [`crate::judge::CHECKS`].
+    pub checks: Vec<Check>,
+    /// The `GPUENV_*` overrides used (`VAR=value`), as in `host.overrides`.
+    pub overrides: Vec<String>,
+}
+
+/// `gpuenv verify --json`: the verification, then the version and the database's date.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct VerifyDoc {
+    /// What the image holds and how it was judged.
+    #[serde(flatten)]
+    pub verification: Verification,
+    /// [`SCHEMA_VERSION`].
+    #[serde(default = "schema_version")]
+    pub schema_version: u32,
+    /// The database it was judged with.
+    pub db_date: Option<PartialDate>,
+}
+
+/// `gpuenv show KIND NAME --json`: the record's fields at the top level, after the
+/// version and its kind. `R` is the record: a [`crate::db::Found`] when written, an owned
+/// record type (`crate::db::Gpu`, ...) when read back.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ShowDoc<R> {
+    /// [`SCHEMA_VERSION`].
+    #[serde(default = "schema_version")]
+    pub schema_version: u32,
+    /// The kind of record.
+    pub kind: Kind,
+    /// The record.
+    #[serde(flatten)]
+    pub record: R,
+}
+
+/// `gpuenv show image NAME --driver ... --gpu ... --json`: the record, the database's date,
+/// and the verdict on the target from the catalog's facts.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ShowJudgedDoc<R> {
+    /// The record, as `show` writes it.
+    #[serde(flatten)]
+    pub show: ShowDoc<R>,
+    /// The database's date.
+    pub db_date: Option<PartialDate>,
+    /// The verdict.
+    pub verdict: CatalogVerdict,
+}
+
+/// A [`Verification`] of an image from compat-db's catalog, without its facts: they are
+/// the record's, which the document holds already. The fields and their attributes are
+/// [`Verification`]'s; `failed` comes second, where the document has always had it (it
+/// was once made by removing `facts` from a JSON object, which moved the last field into
+/// its place).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CatalogVerdict {
+    /// Where the image came from (`catalog`).
+    pub origin: Origin,
+    /// Whether it failed.
+    pub failed: bool,
+    /// The claims, each beside what was found.
+    pub claims: Vec<crate::image::claims::ClaimCheck>,
+    /// Where the claims came from.
+    pub claims_source: Vec<String>,
+    /// How many claims were compared with something found.
+    pub claims_checked: usize,
+    /// What the verdict covers.
+    #[serde(deserialize_with = "covers")]
+    pub covers: Vec<crate::model::known::Word>,
+    /// Findings.
+    pub findings: Vec<Finding>,
+    /// The target judged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<Target>,
+    /// How the NVIDIA runtime would judge it on the target.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub require: Option<crate::image::require::RequireOutcome>,
+    /// Each torch of the image on the target.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub torch_on_target: Vec<Stack>,
+}
+
+fn covers<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<&'static str>, D::Error> {
+    crate::model::known::each_of(d, "cover", crate::verify::COVERS)
+}
+
+impl From<Verification> for CatalogVerdict {
+    fn from(v: Verification) -> CatalogVerdict {
+        CatalogVerdict {
+            origin: v.origin,
+            failed: v.failed,
+            claims: v.claims,
+            claims_source: v.claims_source,
+            claims_checked: v.claims_checked,
+            covers: v.covers,
+            findings: v.findings,
+            target: v.target,
+            require: v.require,
+            torch_on_target: v.torch_on_target,
+        }
+    }
+}
+
+/// `gpuenv db lint --json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LintDoc {
+    /// [`SCHEMA_VERSION`].
+    #[serde(default = "schema_version")]
+    pub schema_version: u32,
+    /// Record files read.
+    pub files: usize,
+    /// No problem.
+    pub clean: bool,
+    /// Every problem, with file, line and key.
+    pub problems: Vec<Problem>,
+}
+
+/// `gpuenv db list KIND --json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ListDoc {
+    /// [`SCHEMA_VERSION`].
+    #[serde(default = "schema_version")]
+    pub schema_version: u32,
+    /// The kind listed.
+    pub kind: Kind,
+    /// Its records.
+    pub records: Vec<Listed>,
+}
+
+/// A record in [`ListDoc`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Listed {
+    /// Its id (the file's stem).
+    pub id: String,
+    /// Its name.
+    pub name: String,
+}
+
+/// `gpuenv db stats --json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StatsDoc {
+    /// [`SCHEMA_VERSION`].
+    #[serde(default = "schema_version")]
+    pub schema_version: u32,
+    /// The database's date.
+    pub db_date: Option<PartialDate>,
+    /// Coverage per kind.
+    pub kinds: Vec<KindStats>,
+}
+
+/// Coverage of one kind, in [`StatsDoc`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct KindStats {
+    /// The kind.
+    pub kind: Kind,
+    /// Its records.
+    pub records: usize,
+    /// Facts marked unverified in them.
+    pub unverified_facts: usize,
+    /// Its newest release, where that means something.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub newest: Option<String>,
+}
+
+/// `gpuenv db refresh --json`: the summary, then the version.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RefreshDoc {
+    /// What upstream proposes.
+    #[serde(flatten)]
+    pub summary: Summary,
+    /// [`SCHEMA_VERSION`].
+    #[serde(default = "schema_version")]
+    pub schema_version: u32,
+}
+
+/// A stack as `build` and `pull` name it: the build, its Python and libraries, its
+/// verdict.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StackBrief {
+    /// The torch release.
+    pub torch: String,
+    /// The build (`cu121`, `cpu`).
+    pub variant: Variant,
+    /// The Python.
+    pub python: String,
+    /// CUDA of the build.
+    pub cuda: Option<String>,
+    /// cuDNN it brings.
+    pub cudnn: Option<String>,
+    /// NCCL it brings.
+    pub nccl: Option<String>,
+    /// The verdict.
+    pub status: Status,
+}
+
+impl From<&Stack> for StackBrief {
+    fn from(s: &Stack) -> StackBrief {
+        StackBrief {
+            torch: s.torch.to_string(),
+            variant: s.variant,
+            python: s.python.clone(),
+            cuda: s.cuda.as_deref().map(str::to_string),
+            cudnn: s.cudnn.as_deref().map(str::to_string),
+            nccl: s.nccl.as_deref().map(str::to_string),
+            status: s.status,
+        }
+    }
+}
+
+/// `gpuenv build --json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BuiltDoc {
+    /// [`SCHEMA_VERSION`].
+    #[serde(default = "schema_version")]
+    pub schema_version: u32,
+    /// The name given.
+    pub tag: String,
+    /// `sha256:...`.
+    pub image_id: String,
+    /// Bytes.
+    pub size: Option<u64>,
+    /// Steps the Dockerfile had.
+    pub steps: Option<u32>,
+    /// The base image.
+    pub base: String,
+    /// `NVIDIA_REQUIRE_CUDA` of the image.
+    pub require_cuda: Option<String>,
+    /// The requirements on packages that compile CUDA code.
+    pub extensions_from: Vec<ExtensionReq>,
+    /// The stack it holds.
+    pub stack: StackBrief,
+    /// Its labels, in the Dockerfile's order.
+    #[serde(with = "pairs")]
+    pub labels: Vec<(String, String)>,
+}
+
+/// Where `pull` took the image from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PullSource {
+    /// The name given.
+    Name,
+    /// compat-db's catalog, for the stack the flags describe.
+    Catalog,
+}
+
+/// `gpuenv pull --json` (and `--dry-run`: `pulled` false, no result).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PullDoc {
+    /// [`SCHEMA_VERSION`].
+    #[serde(default = "schema_version")]
+    pub schema_version: u32,
+    /// The image.
+    pub image: String,
+    /// Whether it was pulled (false for `--dry-run`).
+    pub pulled: bool,
+    /// What the pull gave, when it ran.
+    #[serde(flatten)]
+    pub result: Option<PullResult>,
+    /// The catalog's pick, when the image came from it.
+    #[serde(flatten)]
+    pub choice: Option<PullChoiceDoc>,
+}
+
+/// What a pull gave, in [`PullDoc`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PullResult {
+    /// The manifest digest.
+    pub digest: String,
+    /// Always true: a digest other than the one announced is an error.
+    pub digest_verified: bool,
+    /// `sha256:...`.
+    pub image_id: String,
+    /// Bytes.
+    pub size: Option<u64>,
+    /// Layers of the image.
+    pub layers: usize,
+    /// Layers downloaded (not already present).
+    pub downloaded_layers: usize,
+    /// Where the image came from.
+    pub source: PullSource,
+}
+
+/// The image chosen from the catalog, in [`PullDoc`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PullChoiceDoc {
+    /// The catalog's image and why.
+    pub catalog: CatalogPick,
+    /// The stack it serves.
+    pub stack: StackBrief,
+    /// `query`'s best stack for the same flags.
+    pub query_best: StackBrief,
+    /// Whether the image is not that stack.
+    pub query_best_differs: bool,
+    /// How and why it differs.
+    pub query_best_why: Option<String>,
+}
+
+/// A catalog image, in [`PullChoiceDoc`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CatalogPick {
+    /// The reference.
+    pub image: String,
+    /// Its catalog.
+    pub family: crate::db::ImageFamily,
+    /// Whether it holds torch.
+    pub has_torch: bool,
+    /// Why it was chosen.
+    pub why: String,
+}
+
+/// Pairs written as a JSON object in their order, and read back in the object's.
+mod pairs {
+    use std::fmt;
+
+    use serde::de::{MapAccess, Visitor};
+    use serde::{Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(pairs: &[(String, String)], s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(pairs.iter().map(|(k, v)| (k, v)))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<(String, String)>, D::Error> {
+        struct Pairs;
+        impl<'de> Visitor<'de> for Pairs {
+            type Value = Vec<(String, String)>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object of strings")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut out = Vec::new();
+                while let Some(pair) = map.next_entry()? {
+                    out.push(pair);
+                }
+                Ok(out)
+            }
+        }
+        d.deserialize_map(Pairs)
+    }
+}
