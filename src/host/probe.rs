@@ -32,7 +32,7 @@ use serde::{Deserialize, Serialize};
 use super::parse;
 use super::system::{NvmlProbe, Outcome, System};
 use super::types::*;
-use crate::docker::EngineInfo;
+use crate::model::EngineInfo;
 use crate::model::{CudaVersion, DriverVersion, GlibcVersion};
 
 /// A fact and where it came from (sources here: `nvml`, `nvidia-smi -q -x`,

@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::types::GpuInfo;
-use crate::docker::EngineInfo;
+use crate::model::EngineInfo;
 
 /// How a command ended.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -184,6 +184,73 @@ pub fn machine_query(db: &Db, host: &HostReport) -> Query {
     }
 }
 
+/// The host's GPUs grouped by the name the driver gives them, in the order first seen.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GpuGroup {
+    /// How many.
+    pub count: usize,
+    /// The name as the driver gives it.
+    pub name: String,
+    /// The compat-db record it matches: its name and `sm_XY`.
+    pub record: Option<(String, String)>,
+    /// The memory of the first of them, as reported.
+    pub memory_mib: Option<u64>,
+}
+
+/// The host's GPUs by name, each with the record it matches.
+pub fn gpu_groups(db: &Db, host: &HostReport) -> Vec<GpuGroup> {
+    let mut groups: Vec<GpuGroup> = Vec::new();
+    for g in &host.gpus {
+        match groups.iter_mut().find(|x| x.name == g.name) {
+            Some(x) => x.count += 1,
+            None => groups.push(GpuGroup {
+                count: 1,
+                name: g.name.clone(),
+                record: db
+                    .gpu(&g.name)
+                    .ok()
+                    .map(|r| (r.name.clone(), r.compute_capability.sm())),
+                memory_mib: g.memory_total_mib,
+            }),
+        }
+    }
+    groups
+}
+
+/// How a topology links its GPUs: how many, how many pairs, how many of those by NVLink.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LinkSummary {
+    /// GPUs in the matrix.
+    pub gpus: usize,
+    /// Pairs of them.
+    pub pairs: usize,
+    /// Pairs linked by NVLink.
+    pub nvlink: usize,
+}
+
+/// The pairs of a topology's GPUs, and which are linked by NVLink.
+pub fn link_summary(t: &crate::host::Topology) -> LinkSummary {
+    let gpus = t.gpus.len();
+    let mut s = LinkSummary {
+        gpus,
+        pairs: 0,
+        nvlink: 0,
+    };
+    for i in 0..gpus {
+        for j in i + 1..gpus {
+            s.pairs += 1;
+            if t.links
+                .get(i)
+                .and_then(|r| r.get(j))
+                .is_some_and(|l| l.is_nvlink())
+            {
+                s.nvlink += 1;
+            }
+        }
+    }
+    s
+}
+
 /// The query `check` asks: the project's needs (`project`, from flags and files) on this
 /// host. The machine comes from the host unless a flag names it; the host's lack of a GPU
 /// or driver stays a fact unless the flags name both. With no Python asked for, only the

@@ -20,6 +20,7 @@
 mod cc;
 mod date;
 mod dotted;
+mod engine;
 mod error;
 pub mod known;
 mod os;
@@ -36,6 +37,7 @@ mod proptests;
 pub use cc::{ArchSuffix, Architecture, ComputeCapability};
 pub use date::PartialDate;
 pub use dotted::{CudaVersion, CudnnVersion, Dotted, DriverVersion, GlibcVersion, NcclVersion};
+pub use engine::EngineInfo;
 pub use error::ParseError;
 pub use os::{glibc_of_os, known_os, oldest_os_with};
 pub use pep440::{

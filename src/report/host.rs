@@ -24,27 +24,19 @@ fn gb(kib: u64) -> f64 {
 
 /// The facts, one line per subject, each with where it came from.
 fn host_lines(out: &mut dyn Write, db: &Db, h: &HostReport) -> io::Result<()> {
-    let (asks, _) = crate::judge::host_gpus(db, h);
     if h.gpus.is_empty() {
         writeln!(out, "GPUs:       none visible")?;
     } else {
-        let mut names: Vec<(String, usize, Option<u64>)> = Vec::new();
-        for g in &h.gpus {
-            match names.iter_mut().find(|(n, _, _)| *n == g.name) {
-                Some(e) => e.1 += 1,
-                None => names.push((g.name.clone(), 1, g.memory_total_mib)),
-            }
-        }
-        let list: Vec<String> = names
+        let list: Vec<String> = crate::judge::gpu_groups(db, h)
             .iter()
-            .map(|(n, c, m)| {
-                let rec = db
-                    .gpu(n)
-                    .ok()
-                    .map(|r| format!(" = {} {}", r.name, r.compute_capability.sm()))
+            .map(|g| {
+                let rec = g
+                    .record
+                    .as_ref()
+                    .map(|(name, sm)| format!(" = {name} {sm}"))
                     .unwrap_or_default();
-                let mem = m.map(|m| format!(", {m} MiB")).unwrap_or_default();
-                format!("{c}x {n}{rec}{mem}")
+                let mem = g.memory_mib.map(|m| format!(", {m} MiB")).unwrap_or_default();
+                format!("{}x {}{rec}{mem}", g.count, g.name)
             })
             .collect();
         writeln!(
@@ -53,7 +45,6 @@ fn host_lines(out: &mut dyn Write, db: &Db, h: &HostReport) -> io::Result<()> {
             list.join("; "),
             h.gpus_source.as_deref().unwrap_or("?")
         )?;
-        let _ = asks;
     }
     match (&h.driver, &h.driver_cuda) {
         (Some(d), Some(c)) => writeln!(out, "driver:     {} (CUDA {})  [{}]", d.value, c.value, d.source)?,
@@ -79,25 +70,9 @@ fn host_lines(out: &mut dyn Write, db: &Db, h: &HostReport) -> io::Result<()> {
         )?;
     }
     if let Some(t) = &h.topology {
-        let n = t.value.gpus.len();
-        let mut nvlink = 0;
-        let mut pairs = 0;
-        for i in 0..n {
-            for j in 0..n {
-                if i < j {
-                    pairs += 1;
-                    if t.value
-                        .links
-                        .get(i)
-                        .and_then(|r| r.get(j))
-                        .is_some_and(|l| l.is_nvlink())
-                    {
-                        nvlink += 1;
-                    }
-                }
-            }
-        }
-        let text = match nvlink {
+        let l = crate::judge::link_summary(&t.value);
+        let (n, pairs) = (l.gpus, l.pairs);
+        let text = match l.nvlink {
             0 => format!("PCIe only between the {n} GPUs"),
             k if k == pairs => format!("NVLink between all {pairs} GPU pairs"),
             k => format!("NVLink between {k} of {pairs} GPU pairs, PCIe between the others"),
