@@ -194,8 +194,8 @@ fn read_registry(
     let read = || -> Result<archive::Image, VerifyError> {
         let reg = Registry::new(&r.registry, creds.clone(), deadline.clone(), insecure)?;
         let reference = match &r.reference {
-            crate::image::reference::Reference::Tag(t) => t.clone(),
-            crate::image::reference::Reference::Digest(d) => d.as_str().to_string(),
+            crate::image::reference::TagOrDigest::Tag(t) => t.clone(),
+            crate::image::reference::TagOrDigest::Digest(d) => d.as_str().to_string(),
         };
         let (top, digest) = reg.manifest_document(&r.repository, &reference, ("linux", "amd64"))?;
         let source = RegistryBlobs {

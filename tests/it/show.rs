@@ -95,7 +95,13 @@ fn gpu_names_as_nvidia_smi_prints_them() {
     }
     // NVIDIA publishes no memory for the H20 NVL16: what is recorded is marked.
     let nvl16 = json(&gpuenv(&["show", "gpu", "H20 NVL16", "--json"]));
-    assert!(nvl16["unverified"].as_array().unwrap().iter().any(|k| k == "memory_gib"));
+    assert!(
+        nvl16["unverified"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|k| k == "memory_gib")
+    );
     // The SXM H800 keeps the plain name; the PCIe card is another form factor.
     let sxm = json(&gpuenv(&["show", "gpu", "H800", "--json"]));
     assert_eq!(sxm["form_factor"], "sxm");
