@@ -21,6 +21,7 @@ mod cc;
 mod date;
 mod dotted;
 mod error;
+pub mod metadata;
 mod os;
 mod pep440;
 pub mod pep508;
