@@ -443,23 +443,29 @@ pub fn tag_claims(db: &Db, name: &str) -> Result<Claims, String> {
 /// smallest `cuda>=` of its alternatives, or, for an alternative with only `driver`
 /// conditions, the CUDA its lowest driver reports.
 fn require_floor(ix: &Index<'_>, expr: &str) -> Option<CudaVersion> {
+    use crate::image::require::{Op, Property, read_alternatives};
     let mut floor: Option<CudaVersion> = None;
-    for alt in expr.split_whitespace() {
+    for alt in read_alternatives(expr) {
         let mut cuda: Option<CudaVersion> = None;
         let mut driver: Option<DriverVersion> = None;
-        for cond in alt.split(',') {
-            if let Some(v) = cond.strip_prefix("cuda>=") {
-                cuda = v.parse().ok();
-            } else if let Some(v) = cond.strip_prefix("driver>=") {
-                driver = v.parse().ok().or_else(|| {
-                    // `driver>=470` names a branch: its first release is the lowest driver
-                    // that meets it (470.0 would map to the CUDA of an older branch).
-                    let bare: DriverVersion = format!("{v}.0").parse().ok()?;
-                    match ix.branch_of(&bare) {
-                        Some((b, true)) => b.first_version.clone().or(Some(bare)),
-                        _ => Some(bare),
-                    }
-                });
+        // Only lower bounds make a floor; a malformed condition is skipped here (the
+        // runtime's verdict on it is `require`'s).
+        for cond in alt.into_iter().filter_map(|(_, c)| c.ok()) {
+            let v = cond.value.as_str();
+            match (cond.property, cond.op) {
+                (Property::Cuda, Op::Ge) => cuda = v.parse().ok(),
+                (Property::Driver, Op::Ge) => {
+                    driver = v.parse().ok().or_else(|| {
+                        // `driver>=470` names a branch: its first release is the lowest driver
+                        // that meets it (470.0 would map to the CUDA of an older branch).
+                        let bare: DriverVersion = format!("{v}.0").parse().ok()?;
+                        match ix.branch_of(&bare) {
+                            Some((b, true)) => b.first_version.clone().or(Some(bare)),
+                            _ => Some(bare),
+                        }
+                    });
+                }
+                _ => {}
             }
         }
         let alt_floor = cuda.or_else(|| driver.and_then(|d| ix.driver_cuda(&d)));
