@@ -380,21 +380,6 @@ pub struct Verification {
     pub failed: bool,
 }
 
-fn finding(code: &'static str, severity: Severity, message: String) -> Finding {
-    debug_assert!(
-        crate::resolve::codes::is_known(code),
-        "unregistered finding code {code}"
-    );
-    Finding {
-        code,
-        severity,
-        message,
-        facts: Default::default(),
-        source: None,
-        unverified: false,
-    }
-}
-
 /// The claims a name's tag makes, or why it makes none (a phrase about the name). An NGC
 /// release is looked up in compat-db's catalog, which says what the release holds.
 pub fn tag_claims(db: &Db, name: &str) -> Result<Claims, String> {
@@ -537,7 +522,7 @@ pub fn judge(
             why.dedup();
             format!("no --expect, and {}", why.join("; "))
         };
-        findings.push(finding(
+        findings.push(Finding::new(
             "image-claims-none",
             Severity::Warning,
             format!(
@@ -626,7 +611,7 @@ fn judge_claims(
                 .map(|f| format!("{} ({})", f.value, f.source))
                 .collect();
             match check.matches {
-                Some(false) => findings.push(finding(
+                Some(false) => findings.push(Finding::new(
                     "image-claim-mismatch",
                     Severity::Incompatible,
                     format!(
@@ -641,7 +626,7 @@ fn judge_claims(
                         }
                     ),
                 )),
-                None => findings.push(finding(
+                None => findings.push(Finding::new(
                     "image-claim-unchecked",
                     Severity::Incompatible,
                     format!(
@@ -661,7 +646,7 @@ fn judge_claims(
 /// `NVIDIA_REQUIRE_CUDA` lets start against what torch needs.
 fn judge_consistency(ix: &Index<'_>, facts: &ImageFacts, findings: &mut Vec<Finding>) {
     if facts.torch.is_empty() {
-        findings.push(finding(
+        findings.push(Finding::new(
             "image-no-torch",
             Severity::Warning,
             "no torch installation found in any site-packages".into(),
@@ -696,7 +681,7 @@ fn judge_consistency(ix: &Index<'_>, facts: &ImageFacts, findings: &mut Vec<Find
             .collect();
         if !runtimes.is_empty() && !runtimes.iter().any(|(m, _)| *m == tc.major()) {
             let list: Vec<String> = runtimes.iter().map(|(m, p)| format!("CUDA {m} ({p})")).collect();
-            findings.push(finding(
+            findings.push(Finding::new(
                 "image-torch-cuda-libs-mismatch",
                 Severity::Incompatible,
                 format!(
@@ -736,7 +721,7 @@ fn judge_consistency(ix: &Index<'_>, facts: &ImageFacts, findings: &mut Vec<Find
                 let sv = s.version.clone().unwrap_or_default();
                 let same = !sv.is_empty() && w.split('.').zip(sv.split('.')).all(|(a, b)| a == b);
                 if !same {
-                    findings.push(finding(
+                    findings.push(Finding::new(
                         "image-cudnn-shadowing",
                         Severity::Warning,
                         format!(
@@ -761,7 +746,7 @@ fn judge_consistency(ix: &Index<'_>, facts: &ImageFacts, findings: &mut Vec<Find
                         && ix.line(&tc).and_then(|l| l.floor.clone()).is_none()
                         && floor < tc)
                 {
-                    findings.push(finding(
+                    findings.push(Finding::new(
                         "image-require-weaker",
                         Severity::Warning,
                         format!(
@@ -815,7 +800,7 @@ fn judge_wheels(image: &archive::Image, facts: &ImageFacts, findings: &mut Vec<F
                 t.site_packages
             );
             let Some(sonames) = wheel_sonames(&pin.name, &pin.specifier) else {
-                findings.push(finding(
+                findings.push(Finding::new(
                     "image-torch-wheel-missing",
                     Severity::Incompatible,
                     format!(
@@ -827,7 +812,7 @@ fn judge_wheels(image: &archive::Image, facts: &ImageFacts, findings: &mut Vec<F
             if image.layout == crate::image::archive::Layout::ContainerPaths {
                 // The read by paths falls back to every layer for a missing pinned wheel, so
                 // this is only reached by a layout it did not foresee.
-                findings.push(finding(
+                findings.push(Finding::new(
                     "image-torch-wheel-missing",
                     Severity::Incompatible,
                     format!(
@@ -849,7 +834,7 @@ fn judge_wheels(image: &archive::Image, facts: &ImageFacts, findings: &mut Vec<F
                 }
             }
             if missing.is_empty() {
-                findings.push(finding(
+                findings.push(Finding::new(
                     "image-torch-wheel-stand-in",
                     Severity::Warning,
                     format!(
@@ -858,7 +843,7 @@ fn judge_wheels(image: &archive::Image, facts: &ImageFacts, findings: &mut Vec<F
                     ),
                 ));
             } else {
-                findings.push(finding(
+                findings.push(Finding::new(
                     "image-torch-wheel-missing",
                     Severity::Incompatible,
                     format!(
@@ -918,7 +903,7 @@ pub(crate) fn judge_target(
         for t in &facts.torch {
             let version = t.version_str().unwrap_or("?");
             if t.cpu_only {
-                findings.push(finding(
+                findings.push(Finding::new(
                     "cpu-build",
                     Severity::Info,
                     format!("torch {version} is a CPU build: it runs on {on} without a GPU"),
@@ -928,7 +913,7 @@ pub(crate) fn judge_target(
                     Some(c) => format!("a CUDA {} build", c.value),
                     None => "not known to be a CPU build (its version.py says no CUDA version)".into(),
                 };
-                findings.push(finding(
+                findings.push(Finding::new(
                     "image-target-no-gpu",
                     Severity::Incompatible,
                     format!("torch {version} is {build}, but no GPU is usable on {on} ({lacks}): it cannot use a GPU there"),
@@ -937,7 +922,7 @@ pub(crate) fn judge_target(
         }
         if facts.torch.is_empty() {
             if let Some((cuda, source)) = image_cuda(facts) {
-                findings.push(finding(
+                findings.push(Finding::new(
                     "image-target-no-gpu",
                     Severity::Incompatible,
                     format!(
@@ -975,20 +960,20 @@ pub(crate) fn judge_target(
         if !require_known {
             // Nothing read of what the runtime checks: no word on whether it starts.
         } else if outcome.disabled {
-            findings.push(finding(
+            findings.push(Finding::new(
                 "image-starts",
                 Severity::Warning,
                 "NVIDIA_DISABLE_REQUIRE is set: the runtime starts it on any host".into(),
             ));
         } else if outcome.satisfied {
-            findings.push(finding(
+            findings.push(Finding::new(
                 "image-starts",
                 Severity::Info,
                 format!("the NVIDIA runtime starts it on {on}"),
             ));
         } else {
             for c in outcome.failing() {
-                findings.push(finding(
+                findings.push(Finding::new(
                     "image-will-not-start",
                     Severity::Incompatible,
                     format!(
@@ -1008,7 +993,7 @@ pub(crate) fn judge_target(
         driver = forward_compat(ix, facts, shipped, target, findings).or(driver);
         if !target.unknown_gpus.is_empty() {
             for t in facts.torch.iter().filter(|t| !t.cpu_only) {
-                findings.push(finding(
+                findings.push(Finding::new(
                     "image-target-gpu-unknown",
                     Severity::Incompatible,
                     format!(
@@ -1122,7 +1107,7 @@ fn forward_compat(
         return None;
     }
     if d < from {
-        findings.push(finding(
+        findings.push(Finding::new(
             "image-forward-compat",
             Severity::Warning,
             format!(
@@ -1142,7 +1127,7 @@ fn forward_compat(
         format!("{from} or later R{}", from.branch())
     };
     if target.gpus.is_empty() {
-        findings.push(finding(
+        findings.push(Finding::new(
             "image-forward-compat",
             Severity::Warning,
             format!(
@@ -1155,7 +1140,7 @@ fn forward_compat(
     // Not eligible: the compat library is not used (the NGC entrypoint says so and goes
     // on), and CUDA sees the host's own driver, which the resolver judges below.
     if let Some((g, _)) = target.gpus.iter().find(|(g, _)| !g.gpu.forward_compat) {
-        findings.push(finding(
+        findings.push(Finding::new(
             "image-forward-compat",
             Severity::Warning,
             format!(
@@ -1165,7 +1150,7 @@ fn forward_compat(
         ));
         return None;
     }
-    let mut served = finding(
+    let mut served = Finding::new(
         "image-forward-compat",
         Severity::Info,
         format!(
