@@ -2,8 +2,8 @@
 //!
 //! Owns: connecting (DOCKER_HOST or the default socket, the API version negotiated with
 //! the daemon), the [`Engine`] trait every Docker operation goes through (bollard's
-//! [`Bollard`] for real, a fake for unit tests), registry credentials (from [`crate::credentials`]), image
-//! references ([`mod@reference`]), build contexts ([`context`]), and the two operations the
+//! [`Bollard`] for real, a fake for unit tests), registry credentials (from
+//! [`crate::credentials`]), build contexts ([`context`]), and the two operations the
 //! commands run on an Engine: [`build`] (nothing tagged unless the build succeeded) and
 //! [`pull`] (watched against a deadline and the sizes the manifest declares, the digest
 //! checked against what the registry announced). Engine answers become plain data and
@@ -13,7 +13,8 @@
 //! gpuenv creates carries [`CREATED_BY`]; what a run made is removed when SIGINT or SIGTERM
 //! stops it (see `crate::interrupt`).
 //!
-//! Must not: decide compatibility, choose images, or print. Progress arrives as
+//! Must not: decide compatibility, choose images, parse image references (the
+//! [`Reference`] it takes is [`crate::image::reference`]'s), or print. Progress arrives as
 //! [`Progress`] events through a callback; the caller decides where they go. Credentials
 //! go to the Engine and nowhere else (see [`crate::credentials`]).
 //!
@@ -21,7 +22,6 @@
 
 pub mod context;
 mod engine;
-pub mod reference;
 
 #[cfg(test)]
 pub(crate) mod fake;
@@ -37,8 +37,8 @@ use serde::Serialize;
 use crate::deadline::{Deadline, Expiry};
 
 pub use crate::credentials::Credentials;
+pub use crate::image::reference::{Reference, ReferenceError};
 pub use engine::{Bollard, CREATED_BY, DaemonRegistry, Fetched, PathStat, Paths, container_labels};
-pub use reference::{Reference, ReferenceError};
 
 pub use crate::model::EngineInfo;
 

@@ -56,14 +56,16 @@ use super::tar::{Kind, TarReader};
 /// How deep image indexes may nest (an index naming an index naming a manifest).
 const MAX_INDEX_DEPTH: usize = 4;
 
-/// A platform to pick from a multi-platform index.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A platform to pick from a multi-platform index: the OCI descriptor's `platform`, as an
+/// archive's index and a registry's (the registry client uses this type too) name it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Platform {
     /// `linux`.
     pub os: String,
     /// `amd64`, `arm64`.
     pub architecture: String,
     /// `v8` for arm64, when it matters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub variant: Option<String>,
 }
 

@@ -2,7 +2,8 @@
 //!
 //! Owns: pure readers over byte streams, from the outside in:
 //! - [`reference`](mod@reference): the references users type (`docker://...`, `docker-archive:PATH`,
-//!   `oci:DIR`, a bare name for the daemon).
+//!   `oci:DIR`, a bare name for the daemon), and Docker's name grammar under them, the
+//!   one `docker` pulls, pushes and tags with.
 //! - [`archive`]: `docker save` and OCI-layout archives (tar or directory) and any
 //!   [`archive::BlobSource`], every digest verified: a stream in one pass, an archive
 //!   file or a blob source layer by layer, several layers at once.

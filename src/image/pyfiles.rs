@@ -1,8 +1,9 @@
 //! Parsers for the Python files detection reads: `torch/version.py`, a wheel's
 //! `METADATA` (or an egg's `PKG-INFO`), and `*.dist-info` / `*.egg-info` names.
 //!
-//! Owns: turning those texts into values without executing anything. Must not: read
-//! files or judge versions. Every function takes any text and never panics (fuzzed:
+//! Owns: turning those texts into values without executing anything; the `METADATA`
+//! header block itself is read by [`crate::model::metadata`] (shared with the PyPI
+//! refresh) and re-exported here. Must not: read files or judge versions. Every function takes any text and never panics (fuzzed:
 //! `fuzz/fuzz_targets/metadata.rs`, `version_py.rs`).
 
 use serde::{Deserialize, Serialize};
@@ -93,53 +94,8 @@ fn python_literal(text: &str) -> Option<Option<String>> {
     Some(Some(value.to_string()))
 }
 
-/// The headers of a `METADATA` / `PKG-INFO` file that detection reads.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Metadata {
-    /// `Name`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    /// `Version`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub version: Option<String>,
-    /// `Requires-Python`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub requires_python: Option<String>,
-    /// Every `Requires-Dist` value, as written.
-    pub requires_dist: Vec<String>,
-}
-
-/// Parses the header block of core metadata (RFC 822 style): stops at the first blank
-/// line, where the description begins; folded continuation lines are joined.
-pub fn parse_metadata(text: &str) -> Metadata {
-    let mut out = Metadata::default();
-    let mut headers: Vec<(String, String)> = Vec::new();
-    for line in text.lines() {
-        if line.trim().is_empty() {
-            break;
-        }
-        if line.starts_with([' ', '\t']) {
-            if let Some((_, value)) = headers.last_mut() {
-                value.push(' ');
-                value.push_str(line.trim());
-            }
-            continue;
-        }
-        if let Some((key, value)) = line.split_once(':') {
-            headers.push((key.trim().to_ascii_lowercase(), value.trim().to_string()));
-        }
-    }
-    for (key, value) in headers {
-        match key.as_str() {
-            "name" => out.name = Some(value),
-            "version" => out.version = Some(value),
-            "requires-python" => out.requires_python = Some(value),
-            "requires-dist" => out.requires_dist.push(value),
-            _ => {}
-        }
-    }
-    out
-}
+pub use crate::model::metadata::{Metadata, parse_metadata};
+use crate::model::pep508::normalize_name;
 
 /// One requirement on a CUDA component (`nvidia-cudnn-cu12==9.1.0.70`), as a wheel
 /// declares it.
@@ -213,24 +169,6 @@ pub fn cuda_pins(meta: &Metadata) -> (Vec<Pin>, Vec<String>) {
         });
     }
     (pins, unparsed)
-}
-
-/// PEP 503 normalization: lowercase, runs of `-`, `_`, `.` become one `-`.
-pub fn normalize_name(name: &str) -> String {
-    let mut out = String::with_capacity(name.len());
-    let mut sep = false;
-    for c in name.trim().chars() {
-        if matches!(c, '-' | '_' | '.') {
-            sep = true;
-        } else {
-            if sep && !out.is_empty() {
-                out.push('-');
-            }
-            sep = false;
-            out.push(c.to_ascii_lowercase());
-        }
-    }
-    out
 }
 
 /// `(normalized name, version)` from a `*.dist-info` directory name

@@ -1,26 +1,38 @@
 //! Image references as users type them, with the transport names skopeo and podman use.
 //!
-//! Owns: parsing `docker-daemon:NAME`, `docker://REGISTRY/NAME:TAG`, `docker-archive:PATH`,
-//! `oci-archive:PATH`, `oci:DIR` and a bare `NAME` (the local daemon) into
-//! [`ImageRef`], and the Docker Hub defaults (`docker.io`, `library/`, `latest`). Must
-//! not: check that the image exists, open files, or resolve names against a daemon.
+//! Owns: the one reading of Docker's reference grammar ([`Reference`]: a name as written,
+//! what `docker` pulls, pushes and tags), Docker Hub's defaults on top of it
+//! ([`RegistryRef`]: `docker.io`, `library/`, `latest`, what the registry client and
+//! `verify` read), and the transports ([`ImageRef`]: `docker-daemon:NAME`,
+//! `docker://REGISTRY/NAME:TAG`, `docker-archive:PATH`, `oci-archive:PATH`, `oci:DIR` and a
+//! bare `NAME` for the local daemon). Must not: check that the image exists, open files,
+//! or resolve names against a daemon.
 //!
 //! The registry grammar is Docker's (distribution/reference): a first component with a
 //! `.` or `:`, or `localhost`, is a registry host; repository components are lowercase
 //! alphanumerics joined by `.`, `_`, `__` or runs of `-`; a tag is up to 128 of
-//! `[A-Za-z0-9_.-]` not starting with `.` or `-`; a digest wins over a tag when both are
-//! given. Archive transports take an optional `:NAME` after the path to pick one image of
-//! several (skopeo's `docker-archive:PATH:REF`), so the path itself cannot hold a `:`.
+//! `[A-Za-z0-9_.-]` not starting with `.` or `-`; a digest is `sha256:` and 64 lowercase
+//! hex digits. A [`Reference`] keeps a tag and a digest both, as written; a
+//! [`RegistryRef`] lets the digest win. A reference that breaks the grammar is bad input:
+//! the daemon would refuse it anyway, with a less helpful message. Archive transports take
+//! an optional `:NAME` after the path to pick one image of several (skopeo's
+//! `docker-archive:PATH:REF`), so the path itself cannot hold a `:`.
 
 use std::fmt;
 use std::path::PathBuf;
 
 use super::digest::Digest;
 
+/// Where Docker Hub's images live, and what `docker login` writes for it.
+pub use crate::credentials::DOCKER_HUB;
+
 /// What the user typed is not an image reference: the message names the input and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid image reference `{input}`: {reason}")]
+#[error("invalid image {what} `{input}`: {reason}")]
 pub struct ReferenceError {
+    /// `name` for a Docker name ([`Reference`], as `pull` and `--tag` take it),
+    /// `reference` for one with Hub's defaults or a transport.
+    pub what: &'static str,
     /// The reference as typed.
     pub input: String,
     /// Why it is not one.
@@ -29,46 +41,52 @@ pub struct ReferenceError {
 
 fn err(input: &str, reason: impl Into<String>) -> ReferenceError {
     ReferenceError {
+        what: "reference",
         input: input.to_string(),
         reason: reason.into(),
     }
 }
 
-/// A tag or a digest.
+/// An image name as written, without Docker Hub's defaults: what the Engine pulls, pushes
+/// and tags.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Reference {
-    /// `:2.4.0-cuda12.1-cudnn9-runtime`.
-    Tag(String),
-    /// `@sha256:...`.
-    Digest(Digest),
-}
-
-/// An image in a registry.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RegistryRef {
-    /// `docker.io`, `nvcr.io`, `localhost:5000`.
-    pub registry: String,
-    /// `library/ubuntu`, `nvidia/pytorch`.
+pub struct Reference {
+    /// `127.0.0.1:5000`, `nvcr.io`; `None` for Docker Hub.
+    pub registry: Option<String>,
+    /// `nvidia/cuda`; `library/ubuntu` is written `ubuntu`.
     pub repository: String,
-    /// The tag or digest (`latest` when neither was given).
-    pub reference: Reference,
+    /// `12.4.1-base-ubuntu22.04`.
+    pub tag: Option<String>,
+    /// `sha256:...`.
+    pub digest: Option<String>,
 }
 
-impl RegistryRef {
-    /// Parses `[REGISTRY/]NAME[:TAG][@DIGEST]` with Docker Hub's defaults.
-    pub fn parse(input: &str) -> Result<Self, ReferenceError> {
-        let text = input.trim();
+impl Reference {
+    /// Parses `[REGISTRY/]NAME[:TAG][@DIGEST]` as written (no trimming, no defaults).
+    pub fn parse(input: &str) -> Result<Reference, ReferenceError> {
+        Reference::read(input).map_err(|reason| ReferenceError {
+            what: "name",
+            input: input.to_string(),
+            reason,
+        })
+    }
+
+    /// The grammar; the error is the reason alone.
+    fn read(text: &str) -> Result<Reference, String> {
         if text.is_empty() {
-            return Err(err(input, "it is empty"));
+            return Err("it is empty".into());
+        }
+        if text.len() > 512 {
+            return Err("longer than 512 characters".into());
         }
         if let Some(bad) = text.find(|c: char| c.is_whitespace()) {
-            return Err(err(input, format!("whitespace at character {}", bad + 1)));
+            return Err(format!("whitespace at character {}", bad + 1));
         }
         let (name_tag, digest) = match text.split_once('@') {
-            Some((n, d)) => (
-                n,
-                Some(Digest::parse(d, "digest").map_err(|e| err(input, e.to_string()))?),
-            ),
+            Some((n, d)) => {
+                validate_digest(d)?;
+                (n, Some(d.to_string()))
+            }
             None => (text, None),
         };
         // A `:` after the last `/` starts the tag (a `:` before it is a registry port).
@@ -78,50 +96,116 @@ impl RegistryRef {
             None => (name_tag, None),
         };
         if let Some(tag) = tag {
-            validate_tag(tag).map_err(|r| err(input, r))?;
+            validate_tag(tag)?;
         }
         let (registry, path) = match name.split_once('/') {
-            Some((first, rest)) if first.contains(['.', ':']) || first == "localhost" => {
-                (first.to_string(), rest)
-            }
-            _ => ("docker.io".to_string(), name),
+            Some((first, rest)) if first.contains(['.', ':']) || first == "localhost" => (Some(first), rest),
+            _ => (None, name),
         };
-        let registry = if registry == "index.docker.io" || registry == "registry-1.docker.io" {
-            "docker.io".to_string()
-        } else {
-            registry
-        };
-        validate_registry(&registry).map_err(|r| err(input, r))?;
-        validate_repository(path).map_err(|r| err(input, r))?;
-        let repository = if registry == "docker.io" && !path.contains('/') {
-            format!("library/{path}")
-        } else {
-            path.to_string()
-        };
-        let reference = match (digest, tag) {
-            (Some(d), _) => Reference::Digest(d),
-            (None, Some(t)) => Reference::Tag(t.to_string()),
-            (None, None) => Reference::Tag("latest".to_string()),
-        };
-        Ok(RegistryRef {
-            registry,
-            repository,
-            reference,
+        if let Some(r) = registry {
+            validate_registry(r)?;
+        }
+        validate_repository(path)?;
+        Ok(Reference {
+            registry: registry.map(str::to_string),
+            repository: path.to_string(),
+            tag: tag.map(str::to_string),
+            digest,
         })
+    }
+
+    /// The registry host (`docker.io` for Docker Hub).
+    pub fn registry_host(&self) -> &str {
+        self.registry.as_deref().unwrap_or(DOCKER_HUB)
+    }
+
+    /// `registry/repository`, without tag or digest: what the Engine calls `fromImage`.
+    pub fn name(&self) -> String {
+        match &self.registry {
+            Some(r) => format!("{r}/{}", self.repository),
+            None => self.repository.clone(),
+        }
+    }
+
+    /// The tag, `latest` when none is written and no digest pins the image.
+    pub fn tag_or_latest(&self) -> Option<&str> {
+        match (&self.tag, &self.digest) {
+            (Some(t), _) => Some(t),
+            (None, Some(_)) => None,
+            (None, None) => Some("latest"),
+        }
+    }
+
+    /// The same image with another tag and no digest.
+    pub fn with_tag(&self, tag: &str) -> Reference {
+        Reference {
+            tag: Some(tag.to_string()),
+            digest: None,
+            ..self.clone()
+        }
+    }
+}
+
+impl fmt::Display for Reference {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name())?;
+        if let Some(t) = &self.tag {
+            write!(f, ":{t}")?;
+        }
+        if let Some(d) = &self.digest {
+            write!(f, "@{d}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::str::FromStr for Reference {
+    type Err = ReferenceError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Reference::parse(s)
+    }
+}
+
+/// A tag or a digest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TagOrDigest {
+    /// `:2.4.0-cuda12.1-cudnn9-runtime`.
+    Tag(String),
+    /// `@sha256:...`.
+    Digest(Digest),
+}
+
+/// An image in a registry, with Docker Hub's defaults applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegistryRef {
+    /// `docker.io`, `nvcr.io`, `localhost:5000`.
+    pub registry: String,
+    /// `library/ubuntu`, `nvidia/pytorch`.
+    pub repository: String,
+    /// The tag or digest (`latest` when neither was given).
+    pub reference: TagOrDigest,
+}
+
+impl RegistryRef {
+    /// Parses `[REGISTRY/]NAME[:TAG][@DIGEST]` with Docker Hub's defaults.
+    pub fn parse(input: &str) -> Result<Self, ReferenceError> {
+        Reference::read(input.trim())
+            .map(|r| RegistryRef::from(&r))
+            .map_err(|reason| err(input, reason))
     }
 
     /// The tag, if the reference is one.
     pub fn tag(&self) -> Option<&str> {
         match &self.reference {
-            Reference::Tag(t) => Some(t),
-            Reference::Digest(_) => None,
+            TagOrDigest::Tag(t) => Some(t),
+            TagOrDigest::Digest(_) => None,
         }
     }
 
     /// The repository as people write it: `pytorch/pytorch`, `ubuntu` (not
     /// `library/ubuntu`), with the registry when it is not Docker Hub.
     pub fn familiar_name(&self) -> String {
-        if self.registry == "docker.io" {
+        if self.registry == DOCKER_HUB {
             self.repository
                 .strip_prefix("library/")
                 .unwrap_or(&self.repository)
@@ -132,14 +216,53 @@ impl RegistryRef {
     }
 }
 
+impl From<&Reference> for RegistryRef {
+    /// Docker Hub's defaults: its other host names read as `docker.io`, a one-component
+    /// name there is under `library/`, a digest wins over a tag, and neither means `latest`.
+    fn from(r: &Reference) -> RegistryRef {
+        let registry = match r.registry.as_deref() {
+            None | Some("index.docker.io" | "registry-1.docker.io") => DOCKER_HUB.to_string(),
+            Some(host) => host.to_string(),
+        };
+        let repository = if registry == DOCKER_HUB && !r.repository.contains('/') {
+            format!("library/{}", r.repository)
+        } else {
+            r.repository.clone()
+        };
+        let digest = r.digest.as_deref().and_then(|d| Digest::parse(d, "digest").ok());
+        let reference = match (digest, &r.tag) {
+            (Some(d), _) => TagOrDigest::Digest(d),
+            (None, Some(t)) => TagOrDigest::Tag(t.clone()),
+            (None, None) => TagOrDigest::Tag("latest".to_string()),
+        };
+        RegistryRef {
+            registry,
+            repository,
+            reference,
+        }
+    }
+}
+
 impl fmt::Display for RegistryRef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}/{}", self.registry, self.repository)?;
         match &self.reference {
-            Reference::Tag(t) => write!(f, ":{t}"),
-            Reference::Digest(d) => write!(f, "@{d}"),
+            TagOrDigest::Tag(t) => write!(f, ":{t}"),
+            TagOrDigest::Digest(d) => write!(f, "@{d}"),
         }
     }
+}
+
+fn validate_digest(d: &str) -> Result<(), String> {
+    let Some(hex) = d.strip_prefix("sha256:") else {
+        return Err(format!("the digest `{d}` must start with `sha256:`"));
+    };
+    if Digest::from_hex(hex).is_none() {
+        return Err(format!(
+            "the digest `{d}` must be `sha256:` and 64 lowercase hex digits"
+        ));
+    }
+    Ok(())
 }
 
 fn validate_tag(tag: &str) -> Result<(), String> {
@@ -369,7 +492,7 @@ mod tests {
             (r.registry.as_str(), r.repository.as_str()),
             ("docker.io", "library/ubuntu")
         );
-        assert_eq!(r.reference, Reference::Tag("latest".into()));
+        assert_eq!(r.reference, TagOrDigest::Tag("latest".into()));
         assert_eq!(r.to_string(), "docker.io/library/ubuntu:latest");
         assert_eq!(r.familiar_name(), "ubuntu");
         let r = reg("pytorch/pytorch:2.4.0-cuda12.1-cudnn9-runtime");
@@ -388,7 +511,7 @@ mod tests {
         assert_eq!(r.registry, "docker.io");
         let d = "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
         let r = reg(&format!("nvidia/cuda:12.4.1-base-ubuntu22.04@{d}"));
-        assert_eq!(r.reference, Reference::Digest(Digest::parse(d, "d").unwrap()));
+        assert_eq!(r.reference, TagOrDigest::Digest(Digest::parse(d, "d").unwrap()));
         assert_eq!(reg("a/b__c/d-e--f.g").repository, "a/b__c/d-e--f.g");
     }
 
@@ -464,6 +587,102 @@ mod tests {
             let e = ImageRef::parse(input).unwrap_err();
             assert!(e.to_string().contains(needle), "{input}: {e}");
             assert!(e.to_string().starts_with("invalid image reference"), "{e}");
+        }
+    }
+
+    #[test]
+    fn parses_what_people_write() {
+        let r = Reference::parse("nvidia/cuda:12.4.1-base-ubuntu22.04").unwrap();
+        assert_eq!(r.registry, None);
+        assert_eq!(r.repository, "nvidia/cuda");
+        assert_eq!(r.tag.as_deref(), Some("12.4.1-base-ubuntu22.04"));
+        assert_eq!(r.registry_host(), "docker.io");
+        let r = Reference::parse("127.0.0.1:5555/gpuenv-test/base").unwrap();
+        assert_eq!(r.registry.as_deref(), Some("127.0.0.1:5555"));
+        assert_eq!(r.tag_or_latest(), Some("latest"));
+        assert_eq!(r.name(), "127.0.0.1:5555/gpuenv-test/base");
+        let d = format!("sha256:{}", "a".repeat(64));
+        let r = Reference::parse(&format!("nvcr.io/nvidia/pytorch:24.08-py3@{d}")).unwrap();
+        assert_eq!(r.digest.as_deref(), Some(d.as_str()));
+        assert_eq!(r.to_string(), format!("nvcr.io/nvidia/pytorch:24.08-py3@{d}"));
+        let r = Reference::parse(&format!("ubuntu@{d}")).unwrap();
+        assert_eq!(r.tag_or_latest(), None);
+        assert_eq!(
+            Reference::parse("localhost/a").unwrap().registry.as_deref(),
+            Some("localhost")
+        );
+        assert!(Reference::parse("a__b/c--d.e_f:v1.0_x-y").is_ok());
+    }
+
+    #[test]
+    fn refuses_what_the_daemon_would() {
+        for bad in [
+            "",
+            "Nvidia/cuda",
+            "nvidia/cuda:",
+            "nvidia/cuda:-x",
+            "a//b",
+            "a/",
+            "a/b@sha256:xyz",
+            "a/b@md5:00",
+            "host:99999/a",
+            "a b",
+            "a/b:t@",
+            "-a/b",
+            "a..b",
+        ] {
+            assert!(Reference::parse(bad).is_err(), "{bad:?} accepted");
+        }
+        let e = Reference::parse("Nvidia/cuda").unwrap_err();
+        assert!(e.to_string().contains("invalid image name `Nvidia/cuda`"), "{e}");
+    }
+
+    proptest::proptest! {
+        /// Any text (control characters, any script, `--tag` and `pull IMAGE` as typed) is
+        /// read or refused, never a panic; what is read prints back as itself.
+        #[test]
+        fn any_text_is_read_or_refused(text in proptest::prelude::any::<String>(), near in "[a-zé卡0-9./:@_-]{0,40}") {
+            for t in [&text, &near] {
+                if let Ok(r) = Reference::parse(t) {
+                    proptest::prop_assert_eq!(Reference::parse(&r.to_string()), Ok(r));
+                }
+            }
+        }
+
+        /// What the grammar allows is read, and prints as written.
+        #[test]
+        fn written_references_read_back(
+            registry in proptest::option::of(("[a-z0-9]{1,8}(\\.[a-z0-9]{1,8}){0,2}", proptest::option::of(1u16..))),
+            components in proptest::collection::vec("[a-z0-9]{1,6}(([._]|__|-{1,3})[a-z0-9]{1,6}){0,2}", 1..4),
+            tag in proptest::option::of("[A-Za-z0-9_][A-Za-z0-9_.-]{0,30}"),
+            digest in proptest::option::of("[0-9a-f]{64}"),
+        ) {
+            // Without a registry written, a first path component with a `.` is read as one
+            // (the grammar's rule, tested above), so none is generated.
+            proptest::prop_assume!(registry.is_some() || components.len() == 1 || !components[0].contains('.'));
+            let mut text = String::new();
+            let registry = registry.map(|(host, port)| match port {
+                Some(p) => format!("{host}:{p}"),
+                // A first component without `.` or `:` would be a path component.
+                None => format!("{host}.io"),
+            });
+            if let Some(r) = &registry {
+                text.push_str(r);
+                text.push('/');
+            }
+            text.push_str(&components.join("/"));
+            if let Some(t) = &tag {
+                text.push(':');
+                text.push_str(t);
+            }
+            if let Some(d) = &digest {
+                text.push_str("@sha256:");
+                text.push_str(d);
+            }
+            let r = Reference::parse(&text).map_err(|e| proptest::test_runner::TestCaseError::fail(e.to_string()))?;
+            proptest::prop_assert_eq!(r.to_string(), text);
+            proptest::prop_assert_eq!(r.registry, registry);
+            proptest::prop_assert_eq!(r.tag, tag);
         }
     }
 }

@@ -222,15 +222,31 @@ pub struct Expression {
     pub alternatives: Vec<Vec<Condition>>,
 }
 
+/// An expression as the runtime splits it: the alternatives (a space between them), each
+/// its conditions (a comma between them), empty pieces skipped; each condition as written
+/// and parsed on its own, so a malformed one is an error in its place only (the runtime
+/// notices it when it reaches it). Readers that want what an expression allows without
+/// evaluating it (a requirement's CUDA floor) take the conditions they understand.
+pub fn read_alternatives(
+    text: &str,
+) -> impl Iterator<Item = Vec<(&str, Result<Condition, RequireParseError>)>> + '_ {
+    text.split(' ').filter(|a| !a.is_empty()).map(|alt| {
+        alt.split(',')
+            .filter(|c| !c.is_empty())
+            .map(|c| (c, parse_condition(c)))
+            .collect()
+    })
+}
+
 /// Parses a whole expression strictly: every condition must be well formed, although the
 /// runtime only notices a bad one when it reaches it. Versions must be digits and dots,
 /// and `brand` takes only `=` and `!=`.
 pub fn parse_expression(text: &str) -> Result<Expression, RequireParseError> {
     let mut alternatives = Vec::new();
-    for alt in text.split(' ').filter(|a| !a.is_empty()) {
+    for alt in read_alternatives(text) {
         let mut conds = Vec::new();
-        for cond in alt.split(',').filter(|c| !c.is_empty()) {
-            let c = parse_condition(cond)?;
+        for (cond, parsed) in alt {
+            let c = parsed?;
             let version_ok = |v: &str| {
                 v.bytes().all(|b| b.is_ascii_digit() || b == b'.') && strtoumax(v.as_bytes()).is_some()
             };

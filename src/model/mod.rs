@@ -23,6 +23,7 @@ mod dotted;
 mod engine;
 mod error;
 pub mod known;
+pub mod metadata;
 mod os;
 mod pep440;
 pub mod pep508;

@@ -9,6 +9,10 @@
 //! `image`), decide anything, or print. Credentials come from `docker::auth` (the lookup
 //! `pull` uses) and never appear in errors or output.
 //!
+//! Types: an index entry's [`Platform`] is the image readers' ([`crate::image::archive`]);
+//! the [`Descriptor`] here is still its own, lenient serde reading (a missing size reads as
+//! 0), where the archive reader's is strict (a missing or negative size is an error).
+//!
 //! Credentials, as Docker's own registry client sends them (distribution/distribution,
 //! `registry/client/auth/session.go`: `endpointAuthorizer.ModifyRequest` adds them only to
 //! requests for an endpoint whose ping answered a challenge; `tokenHandler.fetchToken`
@@ -151,6 +155,9 @@ pub enum RegistryError {
     Net(#[from] NetError),
 }
 
+/// A platform of an index entry: the image readers' type.
+pub use crate::image::archive::Platform;
+
 /// A content descriptor (OCI).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Descriptor {
@@ -165,18 +172,6 @@ pub struct Descriptor {
     /// For index entries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub platform: Option<Platform>,
-}
-
-/// A platform of an index entry.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Platform {
-    /// `amd64`.
-    pub architecture: String,
-    /// `linux`.
-    pub os: String,
-    /// `v8` for arm64.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub variant: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

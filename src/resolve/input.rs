@@ -658,7 +658,7 @@ fn pin_from_location(location: &str) -> Option<(String, VersionSpecifiers, Optio
         {
             let variant = local_variant(&version);
             let specifiers = VersionSpecifiers::from(VersionSpecifier::equals_version(version));
-            return Some((normalize(name), specifiers, variant));
+            return Some((pep508::normalize_name(name), specifiers, variant));
         }
     }
     let name = egg_in_fragment(fragment?)?;
@@ -683,12 +683,7 @@ fn egg_project(egg: &str) -> String {
     let end = egg
         .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_')))
         .unwrap_or(egg.len());
-    normalize(&egg[..end])
-}
-
-/// PEP 503 name normalization (`torch_vision` is `torch-vision`, not `torchvision`).
-fn normalize(name: &str) -> String {
-    pep508::normalize_name(name)
+    pep508::normalize_name(&egg[..end])
 }
 
 /// Decodes `%2B` and friends; a malformed escape is kept as written.
@@ -1458,7 +1453,7 @@ torch==2.4.1 --config-settings=foo=bar
             needs.torchaudio.is_empty(),
             "torch.audio is `torch-audio`, not torchaudio"
         );
-        assert_eq!(normalize("Torch__Vision..x"), "torch-vision-x");
+        assert_eq!(pep508::normalize_name("Torch__Vision..x"), "torch-vision-x");
     }
 
     #[test]

@@ -188,6 +188,22 @@ pub struct Finding {
     pub unverified: bool,
 }
 
+impl Finding {
+    /// A finding with no facts, source or mark yet; every finding, the resolver's and
+    /// `verify`'s, starts here, its code checked against [`codes::CODES`] in debug builds.
+    pub fn new(code: &'static str, severity: Severity, message: String) -> Finding {
+        debug_assert!(codes::is_known(code), "unregistered finding code {code}");
+        Finding {
+            code,
+            severity,
+            message,
+            facts: BTreeMap::new(),
+            source: None,
+            unverified: false,
+        }
+    }
+}
+
 /// The findings of a stack: those of its build, shared by the build's Pythons, and its own.
 #[derive(Debug, Clone)]
 pub struct Findings {

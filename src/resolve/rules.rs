@@ -3,8 +3,6 @@
 //! Pruning: the rules that do not depend on Python (driver, GPU, glibc, extensions) are
 //! evaluated once per build and shared by its Pythons.
 
-use std::collections::BTreeMap;
-
 use super::graph::{Edge, Graph, Node};
 use super::index::{CudaLine, Index};
 use super::input::marker_applies;
@@ -13,19 +11,6 @@ use std::sync::Arc;
 use super::{CudaAsk, Finding, Findings, Needs, Query, Rank, Severity, Stack, Status};
 use crate::db::{BranchType, Gpu, Segment, TorchRelease, TorchVariant};
 use crate::model::{ArchSuffix, ComputeCapability, CudaVersion, DriverVersion, PythonTag, Variant, Version};
-
-/// A finding under construction.
-fn finding(code: &'static str, severity: Severity, message: String) -> Finding {
-    debug_assert!(super::codes::is_known(code), "unregistered finding code {code}");
-    Finding {
-        code,
-        severity,
-        message,
-        facts: BTreeMap::new(),
-        source: None,
-        unverified: false,
-    }
-}
 
 trait FindingExt {
     fn fact(self, k: &'static str, v: impl ToString) -> Self;
@@ -176,7 +161,7 @@ fn eval_build(
                     manylinux.glibc()
                 )
             };
-            let mut found = finding("glibc-too-old", Severity::Incompatible, message)
+            let mut found = Finding::new("glibc-too-old", Severity::Incompatible, message)
                 .fact("glibc", host)
                 .fact("needs_glibc", &glibc_floor)
                 .fact("manylinux", manylinux)
@@ -190,7 +175,7 @@ fn eval_build(
 
     if v.tag == Variant::Cpu {
         if !q.gpus.is_empty() {
-            f.push(finding(
+            f.push(Finding::new(
                 "cpu-build",
                 Severity::Warning,
                 format!("torch {name} is a CPU-only build: it installs and runs, but never on the GPU"),
@@ -201,7 +186,7 @@ fn eval_build(
 
     if let Some(why) = &q.no_cuda_device {
         f.push(
-            finding(
+            Finding::new(
                 "no-cuda-device",
                 Severity::Incompatible,
                 format!("torch {name} is a CUDA build, and no GPU is usable here: {why}. A CPU build (--cuda cpu) runs"),
@@ -256,7 +241,7 @@ fn eval_build(
                 .map(|c| format!("cuda/{}.toml", c.version))
                 .collect();
             f.push(
-                finding(
+                Finding::new(
                     "cuda-facts-pending",
                     Severity::Conditional,
                     format!(
@@ -272,7 +257,7 @@ fn eval_build(
             return BuildEval { findings: f, needs };
         }
         f.push(
-            finding(
+            Finding::new(
                 "cuda-unknown",
                 Severity::Conditional,
                 format!("CUDA {cuda} of torch {name} has no toolkit record: its driver minimum is unknown"),
@@ -293,7 +278,7 @@ fn eval_build(
         let gpu_source = first_source(&gpu.sources);
         let (kernel_finding, edge_status, edge_label) = match kernels_for(v, cc) {
             Kernels::Sass(s) => (
-                finding(
+                Finding::new(
                     "gpu-sass",
                     Severity::Info,
                     if s.plain() == cc.plain() {
@@ -314,7 +299,7 @@ fn eval_build(
             Kernels::Ptx(p) => {
                 needs_ptx_jit = true;
                 (
-                    finding(
+                    Finding::new(
                         "gpu-ptx-jit",
                         Severity::Conditional,
                         format!(
@@ -330,7 +315,7 @@ fn eval_build(
                 )
             }
             Kernels::Unknown => (
-                finding(
+                Finding::new(
                     "gpu-arch-list-unknown",
                     Severity::Conditional,
                     format!(
@@ -343,7 +328,7 @@ fn eval_build(
                 "arch list unknown".to_string(),
             ),
             Kernels::None => (
-                finding(
+                Finding::new(
                     "gpu-no-kernels",
                     Severity::Incompatible,
                     format!(
@@ -380,7 +365,7 @@ fn eval_build(
             );
         }
         if gpu.host_arch.as_deref().is_some_and(|a| a != "x86_64") {
-            f.push(finding(
+            f.push(Finding::new(
                 "gpu-host-aarch64",
                 Severity::Warning,
                 format!(
@@ -395,7 +380,7 @@ fn eval_build(
             Some(d) => {
                 if let Some((branch, exact)) = ix.branch_of(d) {
                     if !exact {
-                        f.push(finding(
+                        f.push(Finding::new(
                             "driver-branch-unknown",
                             Severity::Warning,
                             format!(
@@ -433,7 +418,7 @@ fn eval_build(
                             ),
                         };
                         f.push(
-                            finding(
+                            Finding::new(
                                 "driver-unsupported-gpu",
                                 Severity::Incompatible,
                                 format!(
@@ -472,7 +457,7 @@ fn eval_build(
         if let Some((branch, true)) = ix.branch_of(d) {
             if let Some(eol) = branch.end_of_life.as_ref().filter(|e| *e <= today) {
                 f.push(
-                    finding(
+                    Finding::new(
                         "driver-end-of-life",
                         Severity::Warning,
                         format!(
@@ -500,7 +485,7 @@ fn eval_build(
                 msg.push_str(&format!(", or >= {floor} through minor-version compatibility"));
             }
             f.push(
-                finding("needs-driver", Severity::Info, msg)
+                Finding::new("needs-driver", Severity::Info, msg)
                     .fact("driver_native", needs.driver_native.clone().unwrap_or_default())
                     .fact(
                         "driver_minor_compat",
@@ -602,7 +587,7 @@ fn driver_rules(
         }
     };
     let base = |code, sev, msg: String| {
-        finding(code, sev, msg)
+        Finding::new(code, sev, msg)
             .fact("driver", d)
             .fact("driver_cuda", dcuda)
             .fact("cuda", cuda)
@@ -771,7 +756,7 @@ fn nvcc_rules(ix: &Index<'_>, q: &Query, name: &str, cuda: &CudaVersion) -> Vec<
     let nvcc = q.nvcc.clone().unwrap_or_else(|| cuda.clone());
     if nvcc.major() != cuda.major() {
         out.push(
-            finding(
+            Finding::new(
                 "nvcc-major-mismatch",
                 Severity::Incompatible,
                 format!("nvcc {nvcc} cannot build extensions for torch {name}: its CUDA major must be torch's ({})", cuda.major()),
@@ -789,7 +774,7 @@ fn nvcc_rules(ix: &Index<'_>, q: &Query, name: &str, cuda: &CudaVersion) -> Vec<
         .collect();
     if nvcc.minor() != cuda.minor() && !exact.is_empty() {
         out.push(
-            finding(
+            Finding::new(
                 "extension-nvcc-not-exact",
                 Severity::Incompatible,
                 format!(
@@ -804,7 +789,7 @@ fn nvcc_rules(ix: &Index<'_>, q: &Query, name: &str, cuda: &CudaVersion) -> Vec<
     }
     if nvcc.minor() != cuda.minor() {
         out.push(
-            finding(
+            Finding::new(
                 "nvcc-minor-mismatch",
                 Severity::Warning,
                 format!("nvcc {nvcc} differs from torch {name}'s CUDA {cuda} in the minor version: torch warns, and extensions usually work"),
@@ -814,7 +799,7 @@ fn nvcc_rules(ix: &Index<'_>, q: &Query, name: &str, cuda: &CudaVersion) -> Vec<
         );
     }
     let Some(line) = ix.line(&nvcc) else {
-        out.push(finding(
+        out.push(Finding::new(
             "nvcc-unavailable",
             Severity::Incompatible,
             format!("no CUDA {nvcc} toolkit is known to build extensions with"),
@@ -824,7 +809,7 @@ fn nvcc_rules(ix: &Index<'_>, q: &Query, name: &str, cuda: &CudaVersion) -> Vec<
     let toolkit = line.newest;
     if q.nvcc.is_none() {
         out.push(
-            finding(
+            Finding::new(
                 "extensions-nvcc",
                 Severity::Info,
                 format!(
@@ -840,7 +825,7 @@ fn nvcc_rules(ix: &Index<'_>, q: &Query, name: &str, cuda: &CudaVersion) -> Vec<
         match nvcc_targets(toolkit, gpu.compute_capability) {
             NvccTarget::Sass => {}
             NvccTarget::PtxOnly(p) => out.push(
-                finding(
+                Finding::new(
                     "nvcc-ptx-only",
                     Severity::Conditional,
                     format!(
@@ -854,7 +839,7 @@ fn nvcc_rules(ix: &Index<'_>, q: &Query, name: &str, cuda: &CudaVersion) -> Vec<
                 .source(first_source(&toolkit.sources)),
             ),
             NvccTarget::None => out.push(
-                finding(
+                Finding::new(
                     "nvcc-no-gpu-arch",
                     Severity::Incompatible,
                     format!(
@@ -1261,7 +1246,7 @@ pub(crate) fn search(ix: &Index<'_>, q: &Query, mut graph: Option<&mut Graph>) -
             let asked: Vec<String> = q.python.iter().map(|(s, o)| format!("{s} ({o})")).collect();
             let tag_list: Vec<String> = b.tags.iter().map(|t| t.tag.to_string()).collect();
             let own = vec![
-                finding(
+                Finding::new(
                     "python-no-wheel",
                     Severity::Incompatible,
                     format!(
@@ -1290,7 +1275,7 @@ pub(crate) fn search(ix: &Index<'_>, q: &Query, mut graph: Option<&mut Graph>) -
                 continue;
             }
             let mut own = vec![
-                finding(
+                Finding::new(
                     "python-wheel",
                     Severity::Info,
                     format!("torch {name} has a {} wheel", t.tag),
@@ -1306,7 +1291,7 @@ pub(crate) fn search(ix: &Index<'_>, q: &Query, mut graph: Option<&mut Graph>) -
             ) {
                 if p.end_of_life <= *today {
                     own.push(
-                        finding(
+                        Finding::new(
                             "python-end-of-life",
                             Severity::Warning,
                             format!("Python {} reached its end of life on {}", t.py, p.end_of_life),
@@ -1394,7 +1379,7 @@ pub(crate) fn no_build_findings(ix: &Index<'_>, q: &Query) -> Vec<Finding> {
         }
     }
     let mut out =
-        vec![finding("no-matching-build", Severity::Incompatible, msg).fact("asked", parts.join("; "))];
+        vec![Finding::new("no-matching-build", Severity::Incompatible, msg).fact("asked", parts.join("; "))];
 
     if let Some((CudaAsk::Spec(spec), origin)) = &q.cuda {
         let mut existing: Vec<CudaVersion> = pinned
@@ -1444,7 +1429,7 @@ pub(crate) fn no_build_findings(ix: &Index<'_>, q: &Query) -> Vec<Finding> {
                 ));
             }
             out.push(
-                finding("cuda-no-build", Severity::Incompatible, msg)
+                Finding::new("cuda-no-build", Severity::Incompatible, msg)
                     .fact("cuda", spec)
                     .fact("builds", list.join(" ")),
             );
@@ -1483,7 +1468,7 @@ pub(crate) fn currency_findings(ix: &Index<'_>, q: &Query) -> Vec<Finding> {
                 .any(|r| q.torch.iter().all(|p| p.specifiers.contains(&r.version)));
             if !known {
                 out.push(
-                    finding(
+                    Finding::new(
                         "torch-release-unknown",
                         Severity::Warning,
                         format!(
@@ -1512,7 +1497,7 @@ pub(crate) fn currency_findings(ix: &Index<'_>, q: &Query) -> Vec<Finding> {
         if crate::db::is_stale(Some(d), Some(today)) && !newer.is_empty() {
             let age = today.days() - d.days();
             out.push(
-                finding(
+                Finding::new(
                     "db-may-be-stale",
                     Severity::Warning,
                     format!(

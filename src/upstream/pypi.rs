@@ -1,5 +1,6 @@
 //! Pure readers of what PyPI publishes: the JSON simple API (PEP 691), wheel file names
-//! (PEP 427 tags), and wheel core metadata (PEP 658: `Requires-Python`, `Requires-Dist`).
+//! (PEP 427 tags), and the pins of wheel core metadata (PEP 658: `Requires-Python`,
+//! `Requires-Dist`; the header block is read by [`crate::model::metadata`]).
 //!
 //! What they give about a torch release: the CPython tags and manylinux tag of its Linux
 //! x86_64 wheels, when it was uploaded, and, from the `nvidia-*` pins of the default
@@ -14,6 +15,7 @@ use crate::model::{
 };
 
 use super::UpstreamError;
+pub use crate::model::metadata::{Metadata, parse_metadata};
 
 /// A project page of the JSON simple API.
 #[derive(Debug, Clone, Deserialize)]
@@ -117,52 +119,23 @@ impl WheelName {
     }
 }
 
-/// The fields of wheel core metadata that matter here.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct CoreMetadata {
-    /// `Name`.
-    pub name: String,
-    /// `Version`.
-    pub version: String,
-    /// `Requires-Python`, if any.
-    pub requires_python: Option<String>,
-    /// Every `Requires-Dist` line, as written.
-    pub requires_dist: Vec<String>,
-}
-
-/// Parses the RFC 822-style header block of a `METADATA` file (the body is ignored).
-pub fn parse_metadata(text: &str) -> CoreMetadata {
-    let mut m = CoreMetadata::default();
-    for line in text.lines() {
-        if line.is_empty() {
-            break; // the description body follows the first blank line
-        }
-        let Some((key, value)) = line.split_once(':') else {
-            continue;
-        };
-        let value = value.trim().to_string();
-        match key {
-            "Name" => m.name = value,
-            "Version" => m.version = value,
-            "Requires-Python" => m.requires_python = Some(value),
-            "Requires-Dist" => m.requires_dist.push(value),
-            _ => {}
-        }
-    }
-    m
-}
-
-/// A `Requires-Dist` that is not behind an extra, with an exact `==` pin.
+/// A `Requires-Dist` that is not behind an extra, with a version it pins: exactly (`==`,
+/// `===`), or from below (`~=3.8.0` is `>=3.8.0,<3.9`: a range, of which only the lower
+/// bound is known).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pin {
     /// Normalized package name (`nvidia-cudnn-cu12`).
     pub name: String,
-    /// The pinned version.
+    /// The pinned version, or the lower bound of a `~=` range.
     pub version: String,
+    /// Whether `version` is the one installed (`==`, `===`); `false` for a `~=` range,
+    /// whose newest release in the range is what pip installs.
+    pub exact: bool,
 }
 
-/// Exact pins of the unconditional (non-extra) requirements.
-pub fn pins(meta: &CoreMetadata) -> Vec<Pin> {
+/// The pins of the unconditional (non-extra) requirements: exact ones, and the lower
+/// bounds of `~=` ranges (marked not exact).
+pub fn pins(meta: &Metadata) -> Vec<Pin> {
     let mut out = Vec::new();
     for line in &meta.requires_dist {
         if line.contains("extra ==") {
@@ -175,16 +148,21 @@ pub fn pins(meta: &CoreMetadata) -> Vec<Pin> {
         let Some(VersionOrUrl::VersionSpecifier(specs)) = &req.version_or_url else {
             continue;
         };
-        let exact = specs.iter().find(|s| {
-            matches!(
-                s.operator(),
-                Operator::Equal | Operator::ExactEqual | Operator::TildeEqual
-            )
-        });
-        if let Some(spec) = exact {
+        let exact = specs
+            .iter()
+            .find(|s| matches!(s.operator(), Operator::Equal | Operator::ExactEqual));
+        let pin = match exact {
+            Some(spec) => Some((spec, true)),
+            None => specs
+                .iter()
+                .find(|s| *s.operator() == Operator::TildeEqual)
+                .map(|spec| (spec, false)),
+        };
+        if let Some((spec, exact)) = pin {
             out.push(Pin {
                 name: req.name.to_string(),
                 version: spec.version().to_string(),
+                exact,
             });
         }
     }
@@ -205,6 +183,9 @@ pub struct DefaultBuild {
     pub nccl: Option<NcclVersion>,
     /// The pinned Triton.
     pub triton: Option<Version>,
+    /// The fields above (`triton`, `cudnn`, ...) read from a `~=` range rather than an
+    /// exact pin: each holds the range's lower bound, not the version pip installs.
+    pub lower_bounds: Vec<&'static str>,
 }
 
 impl DefaultBuild {
@@ -216,35 +197,48 @@ impl DefaultBuild {
 
 /// Reads the default build from a torch wheel's pins: `nvidia-cuda-runtime-cuXX` (or, from
 /// CUDA 13, the `cuda-toolkit` meta-package), `nvidia-cudnn-cuXX`, `nvidia-nccl-cuXX`, `triton`.
-pub fn default_build(meta: &CoreMetadata) -> DefaultBuild {
+pub fn default_build(meta: &Metadata) -> DefaultBuild {
     let mut b = DefaultBuild::default();
     for pin in pins(meta) {
         let n = pin.name.as_str();
-        if n.starts_with("nvidia-cuda-runtime-cu") {
-            if let Ok(v) = pin.version.parse::<CudaVersion>() {
-                b.cuda = Some(CudaVersion::from_major_minor(v.major(), v.minor()));
-                b.cudart = Some(v);
-            }
+        let field = if n.starts_with("nvidia-cuda-runtime-cu") {
+            let Ok(v) = pin.version.parse::<CudaVersion>() else {
+                continue;
+            };
+            b.cuda = Some(CudaVersion::from_major_minor(v.major(), v.minor()));
+            b.cudart = Some(v);
+            "cudart"
         } else if n == "cuda-toolkit" {
-            if let Ok(v) = pin.version.parse::<CudaVersion>() {
-                b.cuda = Some(CudaVersion::from_major_minor(v.major(), v.minor()));
-            }
+            let Ok(v) = pin.version.parse::<CudaVersion>() else {
+                continue;
+            };
+            b.cuda = Some(CudaVersion::from_major_minor(v.major(), v.minor()));
+            "cuda"
         } else if n.starts_with("nvidia-cudnn-cu") {
             b.cudnn = pin.version.parse().ok();
+            "cudnn"
         } else if n.starts_with("nvidia-nccl-cu") {
             b.nccl = pin.version.parse().ok();
+            "nccl"
         } else if n == "triton" {
             b.triton = pin.version.parse().ok();
+            "triton"
+        } else {
+            continue;
+        };
+        if !pin.exact && !b.lower_bounds.contains(&field) {
+            b.lower_bounds.push(field);
         }
     }
     b
 }
 
-/// The torch release a companion (torchvision, torchaudio) wheel pins, if it pins one.
-pub fn torch_pin(meta: &CoreMetadata) -> Option<Version> {
+/// The torch release a companion (torchvision, torchaudio) wheel pins exactly, if it does
+/// (`torch~=2.4.0` is a range, not a pairing).
+pub fn torch_pin(meta: &Metadata) -> Option<Version> {
     pins(meta)
         .into_iter()
-        .find(|p| p.name == "torch")
+        .find(|p| p.name == "torch" && p.exact)
         .and_then(|p| p.version.parse().ok())
 }
 
@@ -348,7 +342,7 @@ pub fn releases_since(project: &SimpleProject, floor: &Version) -> Vec<Version> 
 }
 
 /// `Requires-Python` as specifiers.
-pub fn requires_python(meta: &CoreMetadata) -> Option<VersionSpecifiers> {
+pub fn requires_python(meta: &Metadata) -> Option<VersionSpecifiers> {
     meta.requires_python.as_deref().and_then(|s| s.parse().ok())
 }
 
@@ -367,7 +361,7 @@ Requires-Dist: optree (>=0.11.0) ; extra == 'optree'\n\nRequires-Dist: not-a-hea
     #[test]
     fn default_build_from_pins() {
         let m = parse_metadata(META);
-        assert_eq!(m.version, "2.4.1");
+        assert_eq!(m.version.as_deref(), Some("2.4.1"));
         assert_eq!(m.requires_dist.len(), 6);
         let b = default_build(&m);
         assert_eq!(b.variant(), Some("cu121".parse().unwrap()));
@@ -375,6 +369,40 @@ Requires-Dist: optree (>=0.11.0) ; extra == 'optree'\n\nRequires-Dist: not-a-hea
         assert_eq!(b.cudnn.unwrap().to_string(), "9.1.0.70");
         assert_eq!(b.nccl.unwrap().to_string(), "2.20.5");
         assert_eq!(b.triton.unwrap().to_string(), "3.0.0");
+    }
+
+    /// `~=3.8.0` is the range `>=3.8.0,<3.9`: its lower bound is recorded, marked as
+    /// one, and a companion's `torch~=` is no pairing (it was read as an exact pin).
+    #[test]
+    fn a_compatible_release_pin_is_a_range_not_an_exact_pin() {
+        let m = parse_metadata(
+            "Name: torch\nVersion: 2.14.0\n\
+             Requires-Dist: nvidia-cudnn-cu13==9.24.0.43; platform_system == \"Linux\"\n\
+             Requires-Dist: triton~=3.8.0; platform_system == \"Linux\" and python_version < \"3.15\"\n",
+        );
+        let p = pins(&m);
+        assert_eq!(
+            p.iter()
+                .map(|p| (p.name.as_str(), p.version.as_str(), p.exact))
+                .collect::<Vec<_>>(),
+            [
+                ("nvidia-cudnn-cu13", "9.24.0.43", true),
+                ("triton", "3.8.0", false)
+            ]
+        );
+        let b = default_build(&m);
+        assert_eq!(b.triton.unwrap().to_string(), "3.8.0");
+        assert_eq!(b.lower_bounds, ["triton"]);
+        assert_eq!(
+            default_build(&parse_metadata(META)).lower_bounds,
+            Vec::<&str>::new()
+        );
+        let companion = |req: &str| parse_metadata(&format!("Name: torchvision\nRequires-Dist: {req}\n"));
+        assert_eq!(torch_pin(&companion("torch~=2.4.0")), None);
+        assert_eq!(
+            torch_pin(&companion("torch==2.4.0")).unwrap().to_string(),
+            "2.4.0"
+        );
     }
 
     #[test]

@@ -173,7 +173,7 @@ pub(super) fn metadata(
     page: &Url,
     files: &[pypi::SimpleFile],
     attempts: usize,
-) -> Result<Option<(String, pypi::CoreMetadata)>, UpstreamError> {
+) -> Result<Option<(String, pypi::Metadata)>, UpstreamError> {
     for f in files.iter().take(attempts) {
         let url = join(page, &format!("{}.metadata", f.url))?;
         if let Fetched::Body(text) = client.get(&url, None)? {
@@ -508,6 +508,16 @@ fn new_record(f: &TorchFacts, previous: Option<&TorchRelease>) -> TorchRelease {
             });
         }
     }
+    // A `~=` pin gave only its range's lower bound: recorded, and marked as such.
+    for field in &b.lower_bounds {
+        match *field {
+            "triton" => unverified.push("triton".to_string()),
+            other => variants[0].unverified.push(other.to_string()),
+        }
+        notes.push(format!(
+            "{field} is pinned by a `~=` range: the version recorded is its lower bound, not the one pip installs."
+        ));
+    }
     TorchRelease {
         id: f.version.to_string(),
         version: f.version.clone(),
@@ -571,6 +581,9 @@ fn updated_record(rec: &TorchRelease, f: &TorchFacts) -> TorchRelease {
         }
         if b.triton.is_some() {
             r.triton = b.triton.clone();
+            if b.lower_bounds.contains(&"triton") && !r.unverified.iter().any(|k| k == "triton") {
+                r.unverified.push("triton".to_string());
+            }
         }
         let tag = r.pypi_default;
         if let Some(v) = r.variants.iter_mut().find(|v| v.tag == tag) {
@@ -585,6 +598,11 @@ fn updated_record(rec: &TorchRelease, f: &TorchFacts) -> TorchRelease {
             }
             if b.nccl.is_some() {
                 v.nccl = b.nccl.clone();
+            }
+            for field in b.lower_bounds.iter().filter(|f| **f != "triton") {
+                if !v.unverified.iter().any(|k| k == field) {
+                    v.unverified.push(field.to_string());
+                }
             }
         }
     }

@@ -199,7 +199,7 @@ pub fn toolkit_candidates(
 /// The version a `Requires-Dist` of the meta-package pins for `name`, extras included (the
 /// meta-package puts every component behind an extra): `nvidia-cuda-nvcc==13.0.88.*` gives
 /// `13.0.88`.
-pub fn component_pin(meta: &pypi::CoreMetadata, name: &str) -> Option<String> {
+pub fn component_pin(meta: &pypi::Metadata, name: &str) -> Option<String> {
     use pep508_rs::VersionOrUrl;
     meta.requires_dist.iter().find_map(|line| {
         // Metadata comes from a server: the guarded parser, which never panics.

@@ -7,11 +7,11 @@
 //! Must not: read an image, or judge anything the record does not say: a fact the record
 //! lacks is named as not judged, never taken as met.
 
-use super::{ForwardCompat, Origin, Target, Verification, finding, judge_target};
+use super::{ForwardCompat, Origin, Target, Verification, judge_target};
 use crate::db::{Db, Image, ImageFamily};
 use crate::image::detect::{ImageFacts, OsFacts, PythonFacts, TorchFacts};
 use crate::model::Sourced;
-use crate::resolve::{Index, Severity, Status};
+use crate::resolve::{Finding, Index, Severity, Status};
 
 /// The facts a record gives, each sourced to it (`compat-db image/ngc-24.08`), and the
 /// `cuda-compat` an NGC release ships, from its release notes.
@@ -120,7 +120,7 @@ pub fn judge(db: &Db, rec: &Image, written: &str, target: &Target) -> Verificati
         &mut findings,
     );
     if rec.require_cuda.is_none() {
-        findings.push(finding(
+        findings.push(Finding::new(
             "catalog-fact-missing",
             Severity::Warning,
             format!(
@@ -130,7 +130,7 @@ pub fn judge(db: &Db, rec: &Image, written: &str, target: &Target) -> Verificati
         ));
     }
     if rec.family == ImageFamily::Ngc && rec.forward_compat.is_empty() {
-        findings.push(finding(
+        findings.push(Finding::new(
             "catalog-fact-missing",
             Severity::Warning,
             format!(

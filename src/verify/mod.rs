@@ -225,8 +225,8 @@ fn read_registry(
     let read = || -> Result<archive::Image, VerifyError> {
         let reg = Registry::new(&r.registry, creds.clone(), deadline.clone(), insecure)?;
         let reference = match &r.reference {
-            crate::image::reference::Reference::Tag(t) => t.clone(),
-            crate::image::reference::Reference::Digest(d) => d.as_str().to_string(),
+            crate::image::reference::TagOrDigest::Tag(t) => t.clone(),
+            crate::image::reference::TagOrDigest::Digest(d) => d.as_str().to_string(),
         };
         let (top, digest) = reg.manifest_document(&r.repository, &reference, ("linux", "amd64"))?;
         let source = RegistryBlobs {
@@ -431,21 +431,6 @@ pub struct Verification {
     pub failed: bool,
 }
 
-fn finding(code: &'static str, severity: Severity, message: String) -> Finding {
-    debug_assert!(
-        crate::resolve::codes::is_known(code),
-        "unregistered finding code {code}"
-    );
-    Finding {
-        code,
-        severity,
-        message,
-        facts: Default::default(),
-        source: None,
-        unverified: false,
-    }
-}
-
 /// The claims a name's tag makes, or why it makes none (a phrase about the name). An NGC
 /// release is looked up in compat-db's catalog, which says what the release holds.
 pub fn tag_claims(db: &Db, name: &str) -> Result<Claims, String> {
@@ -494,23 +479,29 @@ pub fn tag_claims(db: &Db, name: &str) -> Result<Claims, String> {
 /// smallest `cuda>=` of its alternatives, or, for an alternative with only `driver`
 /// conditions, the CUDA its lowest driver reports.
 fn require_floor(ix: &Index<'_>, expr: &str) -> Option<CudaVersion> {
+    use crate::image::require::{Op, Property, read_alternatives};
     let mut floor: Option<CudaVersion> = None;
-    for alt in expr.split_whitespace() {
+    for alt in read_alternatives(expr) {
         let mut cuda: Option<CudaVersion> = None;
         let mut driver: Option<DriverVersion> = None;
-        for cond in alt.split(',') {
-            if let Some(v) = cond.strip_prefix("cuda>=") {
-                cuda = v.parse().ok();
-            } else if let Some(v) = cond.strip_prefix("driver>=") {
-                driver = v.parse().ok().or_else(|| {
-                    // `driver>=470` names a branch: its first release is the lowest driver
-                    // that meets it (470.0 would map to the CUDA of an older branch).
-                    let bare: DriverVersion = format!("{v}.0").parse().ok()?;
-                    match ix.branch_of(&bare) {
-                        Some((b, true)) => b.first_version.clone().or(Some(bare)),
-                        _ => Some(bare),
-                    }
-                });
+        // Only lower bounds make a floor; a malformed condition is skipped here (the
+        // runtime's verdict on it is `require`'s).
+        for cond in alt.into_iter().filter_map(|(_, c)| c.ok()) {
+            let v = cond.value.as_str();
+            match (cond.property, cond.op) {
+                (Property::Cuda, Op::Ge) => cuda = v.parse().ok(),
+                (Property::Driver, Op::Ge) => {
+                    driver = v.parse().ok().or_else(|| {
+                        // `driver>=470` names a branch: its first release is the lowest driver
+                        // that meets it (470.0 would map to the CUDA of an older branch).
+                        let bare: DriverVersion = format!("{v}.0").parse().ok()?;
+                        match ix.branch_of(&bare) {
+                            Some((b, true)) => b.first_version.clone().or(Some(bare)),
+                            _ => Some(bare),
+                        }
+                    });
+                }
+                _ => {}
             }
         }
         let alt_floor = cuda.or_else(|| driver.and_then(|d| ix.driver_cuda(&d)));
@@ -582,7 +573,7 @@ pub fn judge(
             why.dedup();
             format!("no --expect, and {}", why.join("; "))
         };
-        findings.push(finding(
+        findings.push(Finding::new(
             "image-claims-none",
             Severity::Warning,
             format!(
@@ -671,7 +662,7 @@ fn judge_claims(
                 .map(|f| format!("{} ({})", f.value, f.source))
                 .collect();
             match check.matches {
-                Some(false) => findings.push(finding(
+                Some(false) => findings.push(Finding::new(
                     "image-claim-mismatch",
                     Severity::Incompatible,
                     format!(
@@ -686,7 +677,7 @@ fn judge_claims(
                         }
                     ),
                 )),
-                None => findings.push(finding(
+                None => findings.push(Finding::new(
                     "image-claim-unchecked",
                     Severity::Incompatible,
                     format!(
@@ -706,7 +697,7 @@ fn judge_claims(
 /// `NVIDIA_REQUIRE_CUDA` lets start against what torch needs.
 fn judge_consistency(ix: &Index<'_>, facts: &ImageFacts, findings: &mut Vec<Finding>) {
     if facts.torch.is_empty() {
-        findings.push(finding(
+        findings.push(Finding::new(
             "image-no-torch",
             Severity::Warning,
             "no torch installation found in any site-packages".into(),
@@ -741,7 +732,7 @@ fn judge_consistency(ix: &Index<'_>, facts: &ImageFacts, findings: &mut Vec<Find
             .collect();
         if !runtimes.is_empty() && !runtimes.iter().any(|(m, _)| *m == tc.major()) {
             let list: Vec<String> = runtimes.iter().map(|(m, p)| format!("CUDA {m} ({p})")).collect();
-            findings.push(finding(
+            findings.push(Finding::new(
                 "image-torch-cuda-libs-mismatch",
                 Severity::Incompatible,
                 format!(
@@ -781,7 +772,7 @@ fn judge_consistency(ix: &Index<'_>, facts: &ImageFacts, findings: &mut Vec<Find
                 let sv = s.version.clone().unwrap_or_default();
                 let same = !sv.is_empty() && w.split('.').zip(sv.split('.')).all(|(a, b)| a == b);
                 if !same {
-                    findings.push(finding(
+                    findings.push(Finding::new(
                         "image-cudnn-shadowing",
                         Severity::Warning,
                         format!(
@@ -806,7 +797,7 @@ fn judge_consistency(ix: &Index<'_>, facts: &ImageFacts, findings: &mut Vec<Find
                         && ix.line(&tc).and_then(|l| l.floor.clone()).is_none()
                         && floor < tc)
                 {
-                    findings.push(finding(
+                    findings.push(Finding::new(
                         "image-require-weaker",
                         Severity::Warning,
                         format!(
@@ -860,7 +851,7 @@ fn judge_wheels(image: &archive::Image, facts: &ImageFacts, findings: &mut Vec<F
                 t.site_packages
             );
             let Some(sonames) = wheel_sonames(&pin.name, &pin.specifier) else {
-                findings.push(finding(
+                findings.push(Finding::new(
                     "image-torch-wheel-missing",
                     Severity::Incompatible,
                     format!(
@@ -872,7 +863,7 @@ fn judge_wheels(image: &archive::Image, facts: &ImageFacts, findings: &mut Vec<F
             if image.layout == crate::image::archive::Layout::ContainerPaths {
                 // The read by paths falls back to every layer for a missing pinned wheel, so
                 // this is only reached by a layout it did not foresee.
-                findings.push(finding(
+                findings.push(Finding::new(
                     "image-torch-wheel-missing",
                     Severity::Incompatible,
                     format!(
@@ -894,7 +885,7 @@ fn judge_wheels(image: &archive::Image, facts: &ImageFacts, findings: &mut Vec<F
                 }
             }
             if missing.is_empty() {
-                findings.push(finding(
+                findings.push(Finding::new(
                     "image-torch-wheel-stand-in",
                     Severity::Warning,
                     format!(
@@ -903,7 +894,7 @@ fn judge_wheels(image: &archive::Image, facts: &ImageFacts, findings: &mut Vec<F
                     ),
                 ));
             } else {
-                findings.push(finding(
+                findings.push(Finding::new(
                     "image-torch-wheel-missing",
                     Severity::Incompatible,
                     format!(
@@ -963,7 +954,7 @@ pub(crate) fn judge_target(
         for t in &facts.torch {
             let version = t.version_str().unwrap_or("?");
             if t.cpu_only {
-                findings.push(finding(
+                findings.push(Finding::new(
                     "cpu-build",
                     Severity::Info,
                     format!("torch {version} is a CPU build: it runs on {on} without a GPU"),
@@ -973,7 +964,7 @@ pub(crate) fn judge_target(
                     Some(c) => format!("a CUDA {} build", c.value),
                     None => "not known to be a CPU build (its version.py says no CUDA version)".into(),
                 };
-                findings.push(finding(
+                findings.push(Finding::new(
                     "image-target-no-gpu",
                     Severity::Incompatible,
                     format!("torch {version} is {build}, but no GPU is usable on {on} ({lacks}): it cannot use a GPU there"),
@@ -982,7 +973,7 @@ pub(crate) fn judge_target(
         }
         if facts.torch.is_empty() {
             if let Some((cuda, source)) = image_cuda(facts) {
-                findings.push(finding(
+                findings.push(Finding::new(
                     "image-target-no-gpu",
                     Severity::Incompatible,
                     format!(
@@ -1020,20 +1011,20 @@ pub(crate) fn judge_target(
         if !require_known {
             // Nothing read of what the runtime checks: no word on whether it starts.
         } else if outcome.disabled {
-            findings.push(finding(
+            findings.push(Finding::new(
                 "image-starts",
                 Severity::Warning,
                 "NVIDIA_DISABLE_REQUIRE is set: the runtime starts it on any host".into(),
             ));
         } else if outcome.satisfied {
-            findings.push(finding(
+            findings.push(Finding::new(
                 "image-starts",
                 Severity::Info,
                 format!("the NVIDIA runtime starts it on {on}"),
             ));
         } else {
             for c in outcome.failing() {
-                findings.push(finding(
+                findings.push(Finding::new(
                     "image-will-not-start",
                     Severity::Incompatible,
                     format!(
@@ -1053,7 +1044,7 @@ pub(crate) fn judge_target(
         driver = forward_compat(ix, facts, shipped, target, findings).or(driver);
         if !target.unknown_gpus.is_empty() {
             for t in facts.torch.iter().filter(|t| !t.cpu_only) {
-                findings.push(finding(
+                findings.push(Finding::new(
                     "image-target-gpu-unknown",
                     Severity::Incompatible,
                     format!(
@@ -1167,7 +1158,7 @@ fn forward_compat(
         return None;
     }
     if d < from {
-        findings.push(finding(
+        findings.push(Finding::new(
             "image-forward-compat",
             Severity::Warning,
             format!(
@@ -1187,7 +1178,7 @@ fn forward_compat(
         format!("{from} or later R{}", from.branch())
     };
     if target.gpu_records.is_empty() {
-        findings.push(finding(
+        findings.push(Finding::new(
             "image-forward-compat",
             Severity::Warning,
             format!(
@@ -1200,7 +1191,7 @@ fn forward_compat(
     // Not eligible: the compat library is not used (the NGC entrypoint says so and goes
     // on), and CUDA sees the host's own driver, which the resolver judges below.
     if let Some((g, _)) = target.gpu_records.iter().find(|(g, _)| !g.gpu.forward_compat) {
-        findings.push(finding(
+        findings.push(Finding::new(
             "image-forward-compat",
             Severity::Warning,
             format!(
@@ -1210,7 +1201,7 @@ fn forward_compat(
         ));
         return None;
     }
-    let mut served = finding(
+    let mut served = Finding::new(
         "image-forward-compat",
         Severity::Info,
         format!(

@@ -647,7 +647,7 @@ fn pinned(metadata: &str, machine: &str, python: Option<&str>) -> Pinned {
         let Ok(req) = pep508::parse_requirement(&line) else {
             continue;
         };
-        let name = pyfiles::normalize_name(req.name.as_ref());
+        let name = crate::model::pep508::normalize_name(req.name.as_ref());
         let tracked = ["nvidia-", "cuda-", "triton", "pytorch-triton"]
             .iter()
             .any(|p| name.starts_with(p));
