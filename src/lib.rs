@@ -41,6 +41,7 @@ pub mod judge;
 pub mod model;
 pub mod net;
 pub mod process;
+pub mod project;
 pub mod registry;
 pub mod report;
 pub mod resolve;

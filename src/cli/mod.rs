@@ -71,7 +71,7 @@ pub enum CliError {
     Environment(String),
     /// A project file does not parse.
     #[error(transparent)]
-    Input(#[from] resolve::input::InputError),
+    Input(#[from] crate::project::InputError),
     /// An order file does not read: every problem, a line each.
     #[error(transparent)]
     Order(#[from] crate::judge::OrderError),

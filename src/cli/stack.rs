@@ -7,12 +7,12 @@ use clap::Args;
 
 use super::CliError;
 use crate::db::Db;
-use crate::files::{self, limits};
+use crate::files;
 use crate::model::{
     DriverVersion, GlibcVersion, Reading, SeriesOf, Variant, VersionSpecifiers, glibc_of_os, known_os,
     local_variant, read_series,
 };
-use crate::resolve::input::{self, ProjectNeeds};
+use crate::project::ProjectNeeds;
 use crate::resolve::{CudaAsk, GpuAsk, Pin, Query};
 
 /// What the project needs and what the machine has.
@@ -193,68 +193,6 @@ pub(super) fn read_error(e: files::ReadError) -> CliError {
     }
 }
 
-/// What reading a requirements file and its includes has taken so far, against
-/// [`limits::REQUIREMENTS_TOTAL`] and [`limits::REQUIREMENTS_FILES`].
-#[derive(Default)]
-struct Taken {
-    /// Canonical paths read, in the order pip reads them.
-    files: Vec<PathBuf>,
-    bytes: u64,
-}
-
-/// Reads a requirements file and, depth first, every file it includes (`-r`, `-c`), as
-/// pip does; `included` is the line that named it, for messages.
-fn read_requirements(
-    path: &std::path::Path,
-    included: Option<&str>,
-    depth: usize,
-    taken: &mut Taken,
-) -> Result<ProjectNeeds, CliError> {
-    let canonical = fs_err::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-    if taken.files.contains(&canonical) {
-        return Ok(ProjectNeeds::default()); // pip reads a file once, however often it is included
-    }
-    let what = "requirements file";
-    // An include's error starts with the line that names it, as a parse error would.
-    let at = |e: CliError| match (included, e) {
-        (Some(origin), CliError::Usage(m)) => CliError::Usage(format!("{origin}: {m}")),
-        (Some(origin), CliError::Environment(m)) => CliError::Environment(format!("{origin}: {m}")),
-        (_, e) => e,
-    };
-    if depth > limits::INCLUDE_DEPTH {
-        return Err(at(CliError::Usage(format!(
-            "refusing {what} `{}`: requirements includes nest deeper than {}",
-            files::shown(path),
-            limits::INCLUDE_DEPTH
-        ))));
-    }
-    if taken.files.len() >= limits::REQUIREMENTS_FILES {
-        return Err(at(CliError::Usage(format!(
-            "refusing {what} `{}`: a requirements file may include at most {} files",
-            files::shown(path),
-            limits::REQUIREMENTS_FILES
-        ))));
-    }
-    taken.files.push(canonical);
-    let text = files::read_text(path, limits::REQUIREMENTS_FILE, what).map_err(|e| at(read_error(e)))?;
-    taken.bytes += text.len() as u64;
-    if taken.bytes > limits::REQUIREMENTS_TOTAL {
-        return Err(at(CliError::Usage(format!(
-            "refusing {what} `{}`: the requirements files together are larger than {}, the most gpuenv reads",
-            files::shown(path),
-            files::bytes(limits::REQUIREMENTS_TOTAL)
-        ))));
-    }
-    let mut needs = input::parse_requirements(&files::shown(path), &text)?;
-    let includes = std::mem::take(&mut needs.includes);
-    for (rel, origin) in includes {
-        let base = path.parent().unwrap_or(std::path::Path::new("."));
-        let child = read_requirements(&base.join(rel), Some(&origin), depth + 1, taken)?;
-        needs.merge(child);
-    }
-    Ok(needs)
-}
-
 impl ProjectArgs {
     /// Reads the project files named, merged.
     pub fn read(&self) -> Result<ProjectNeeds, CliError> {
@@ -265,16 +203,13 @@ impl ProjectArgs {
     /// (`-r`, `-c`) in the order pip reads them, as canonical paths (empty without
     /// `--requirements`): one reading serves both.
     pub fn read_with_files(&self) -> Result<(ProjectNeeds, Vec<PathBuf>), CliError> {
-        let mut needs = ProjectNeeds::default();
-        let mut taken = Taken::default();
-        if let Some(p) = &self.pyproject {
-            let text = files::read_text(p, limits::PYPROJECT, "pyproject file").map_err(read_error)?;
-            needs.merge(input::parse_pyproject(&files::shown(p), &text)?);
-        }
-        if let Some(r) = &self.requirements {
-            needs.merge(read_requirements(r, None, 0, &mut taken)?);
-        }
-        Ok((needs, taken.files))
+        crate::project::read_files(self.pyproject.as_deref(), self.requirements.as_deref()).map_err(|e| {
+            match e {
+                crate::project::ReadError::Input(e) => CliError::Input(e),
+                crate::project::ReadError::Refused(m) => CliError::Usage(m),
+                crate::project::ReadError::Io(m) => CliError::Environment(m),
+            }
+        })
     }
 
     /// The pyproject.toml named, as a canonical path.

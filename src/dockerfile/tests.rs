@@ -418,9 +418,9 @@ fn request_from_project(
     let db = Db::embedded().unwrap();
     let (s, rel) = stack(torch, python, None);
     let needs = if pyproject {
-        crate::resolve::input::parse_pyproject("pyproject.toml", text).unwrap()
+        crate::project::parse_pyproject("pyproject.toml", text).unwrap()
     } else {
-        crate::resolve::input::parse_requirements("requirements.txt", text).unwrap()
+        crate::project::parse_requirements("requirements.txt", text).unwrap()
     };
     let from = crate::resolve::extensions::implied(&db.packages, &db.python, &needs.requirements);
     generate(&Request {

@@ -2,7 +2,7 @@
 //!
 //! Owns: the one way a requirement line from a project file, a wheel's metadata or an
 //! image's `METADATA` becomes a `pep508_rs::Requirement`, and the guard in front of it.
-//! Must not: decide what a requirement means for a stack (that is `resolve::input`).
+//! Must not: decide what a requirement means for a stack (that is `project`).
 //!
 //! Traps this module exists for:
 //! - pep508_rs 0.9.2 panics, instead of returning an error, on names ending in `-`, `_`

@@ -16,9 +16,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::input::{Install, Requirement, marker_applies};
 use crate::db::{BuildEnv, Compiles, EnvRole, NvccMatch, Package, PythonRelease};
 use crate::model::{Operator, Version};
+use crate::project::{Install, Requirement, marker_applies};
 
 /// A requirement that names a package whose installation compiles CUDA code.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -249,7 +249,7 @@ pub fn implied(
 mod tests {
     use super::*;
     use crate::db::Db;
-    use crate::resolve::input::{parse_pyproject, parse_requirements};
+    use crate::project::{parse_pyproject, parse_requirements};
 
     fn decided(text: &str) -> Vec<ExtensionReq> {
         let db = Db::embedded().expect("the embedded database loads");

@@ -15,7 +15,6 @@ pub mod codes;
 pub mod extensions;
 pub mod graph;
 mod index;
-pub mod input;
 pub mod rules;
 mod suggest;
 
@@ -30,8 +29,8 @@ use serde::{Deserialize, Serialize};
 use crate::db::{self, CudaRelease, Db, DriverBranch, Gpu, PythonRelease, TorchRelease};
 use crate::model::{CudaVersion, DriverVersion, GlibcVersion, PartialDate, Variant, VersionSpecifiers};
 
+pub use crate::project::{Origin, Pin};
 pub use index::Index;
-pub use input::{Origin, Pin};
 
 /// The records the resolver reads. [`Db`] is the one implementation; the trait keeps the
 /// resolver from depending on how records are stored.

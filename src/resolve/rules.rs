@@ -5,7 +5,7 @@
 
 use super::graph::{Edge, Graph, Node};
 use super::index::{CudaLine, Index};
-use super::input::marker_applies;
+use crate::project::marker_applies;
 use std::sync::Arc;
 
 use super::{CudaAsk, Finding, Findings, Needs, Query, Rank, Severity, Stack, Status};
