@@ -15,6 +15,7 @@ pub mod codes;
 pub mod extensions;
 pub mod graph;
 mod index;
+mod outcome;
 pub mod rules;
 mod suggest;
 
@@ -165,6 +166,17 @@ pub enum Severity {
     Incompatible,
 }
 
+impl Severity {
+    /// The status a finding of this weight makes on its own.
+    pub(crate) fn status(self) -> Status {
+        match self {
+            Severity::Incompatible => Status::Incompatible,
+            Severity::Conditional => Status::Conditional,
+            Severity::Info | Severity::Warning => Status::Compatible,
+        }
+    }
+}
+
 /// One rule applied to one stack.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Finding {
@@ -224,17 +236,12 @@ impl Findings {
 
     /// The verdict they make: the weightiest finding decides.
     pub fn status(&self) -> Status {
-        match self
-            .shared
+        self.shared
             .iter()
             .chain(self.own.iter())
             .map(|f| f.severity)
             .max()
-        {
-            Some(Severity::Incompatible) => Status::Incompatible,
-            Some(Severity::Conditional) => Status::Conditional,
-            _ => Status::Compatible,
-        }
+            .map_or(Status::Compatible, Severity::status)
     }
 }
 
@@ -408,7 +415,9 @@ impl Answer {
 pub struct QueryError(pub String);
 
 /// Verdicts for every build a query allows, without findings: the fast path for
-/// matrices of many queries. Agrees with [`resolve`]'s statuses (a test holds it to that).
+/// matrices of many queries. It reads the statuses of the same rule outcomes whose findings
+/// [`resolve`] renders, so it agrees with [`resolve`]'s statuses (a test checks it across the
+/// shipped database's matrix).
 pub fn verdicts(ix: &Index<'_>, q: &Query) -> Vec<rules::Verdict> {
     rules::verdicts(ix, q)
 }

@@ -1,61 +1,22 @@
 //! The rules, applied to every candidate stack, and the search that enumerates them.
 //!
+//! Each rule decides and returns its decision as data, an `Outcome`: the findings, the
+//! status and the graph's edges are views of the same outcomes (module `outcome`), so the
+//! full answer (`search`) and the fast verdict path ([`super::verdicts`]) cannot differ.
+//!
 //! Pruning: the rules that do not depend on Python (driver, GPU, glibc, extensions) are
 //! evaluated once per build and shared by its Pythons.
 
-use super::graph::{Edge, Graph, Node};
-use super::index::{CudaLine, Index};
-use crate::project::marker_applies;
+use std::borrow::Cow;
 use std::sync::Arc;
 
+use super::graph::Graph;
+use super::index::{CudaLine, Index};
+use super::outcome::{FindingExt, Outcome, Render};
 use super::{CudaAsk, Finding, Findings, Needs, Query, Rank, Severity, Stack, Status};
-use crate::db::{BranchType, Gpu, Segment, TorchRelease, TorchVariant};
+use crate::db::{DriverBranch, Gpu, TorchRelease, TorchVariant};
 use crate::model::{ArchSuffix, ComputeCapability, CudaVersion, DriverVersion, PythonTag, Variant, Version};
-
-trait FindingExt {
-    fn fact(self, k: &'static str, v: impl ToString) -> Self;
-    fn source(self, url: Option<&str>) -> Self;
-    fn unverified(self, yes: bool) -> Self;
-}
-
-impl FindingExt for Finding {
-    fn fact(mut self, k: &'static str, v: impl ToString) -> Self {
-        self.facts.insert(k.into(), v.to_string());
-        self
-    }
-    fn source(mut self, url: Option<&str>) -> Self {
-        self.source = url.map(str::to_string);
-        self
-    }
-    fn unverified(mut self, yes: bool) -> Self {
-        self.unverified = yes;
-        self
-    }
-}
-
-fn first_source(sources: &[crate::db::Source]) -> Option<&str> {
-    sources.first().map(|s| s.url.as_str())
-}
-
-/// The source of a release's recorded glibc floor: the wheel it was read from (a
-/// `files.pythonhosted.org` address) or, for release notes, the first source; `None` when
-/// the floor is the tag's.
-fn glibc_source(rel: &TorchRelease) -> Option<&str> {
-    let tag = rel.manylinux.glibc();
-    rel.glibc.as_ref().filter(|g| **g > tag)?;
-    match rel.glibc_from? {
-        crate::db::GlibcBasis::WheelSymbols => rel
-            .sources
-            .iter()
-            .find(|s| s.url.ends_with(".whl"))
-            .map(|s| s.url.as_str()),
-        crate::db::GlibcBasis::ReleaseNotes => rel
-            .sources
-            .iter()
-            .find(|s| s.url.contains("RELEASE.md"))
-            .map(|s| s.url.as_str()),
-    }
-}
+use crate::project::marker_applies;
 
 /// The query's GPU models, each once (eight H100s are judged once).
 fn distinct_gpus(q: &Query) -> impl Iterator<Item = &Gpu> {
@@ -67,7 +28,8 @@ fn distinct_gpus(q: &Query) -> impl Iterator<Item = &Gpu> {
 }
 
 /// How a build reaches a GPU's architecture.
-enum Kernels {
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Kernels {
     Sass(ComputeCapability),
     Ptx(ComputeCapability),
     Unknown,
@@ -99,421 +61,133 @@ fn kernels_for(v: &TorchVariant, cc: ComputeCapability) -> Kernels {
     Kernels::None
 }
 
-fn arch_range(list: &[ComputeCapability]) -> String {
-    match (list.iter().min(), list.iter().max()) {
-        (Some(a), Some(b)) if a != b => format!("{}..{}", a.sm(), b.sm()),
-        (Some(a), _) => a.sm(),
-        _ => "none".to_string(),
-    }
-}
-
-fn gpu_label(gpu: &Gpu) -> String {
-    format!("{} ({})", gpu.name, gpu.compute_capability.sm())
-}
-
-/// The facts of one build that every Python of it shares.
-struct BuildEval {
-    findings: Vec<Finding>,
-    needs: Needs,
-}
-
 fn build_name(rel: &TorchRelease, v: &TorchVariant) -> String {
     format!("{}+{}", rel.version, v.tag)
 }
 
-/// Evaluates the Python-independent rules for one build.
-fn eval_build(
-    ix: &Index<'_>,
-    q: &Query,
-    rel: &TorchRelease,
-    v: &TorchVariant,
-    dcuda: Option<&str>,
-    mut graph: Option<&mut Graph>,
-) -> BuildEval {
-    let name = build_name(rel, v);
-    let mut f: Vec<Finding> = Vec::new();
-    let manylinux = &rel.manylinux;
-    let glibc_floor = rel.glibc_floor();
-    let mut needs = Needs {
-        sass: v.sass.iter().map(|c| c.sm()).collect(),
-        ptx: v.ptx.iter().map(|c| c.compute()).collect(),
-        glibc: glibc_floor.to_string(),
-        ..Needs::default()
-    };
-    let rel_source = first_source(&rel.sources);
-    let arch_unverified = v.unverified.iter().any(|u| u == "sass" || u == "ptx");
-
-    // glibc: the manylinux tag is a floor, and pip refuses wheels above the host's glibc;
-    // where the wheels' libraries need more than their tag says (`manylinux1` wheels that
-    // need GLIBC_2.17), pip installs them and `import torch` fails.
-    if let Some((host, origin)) = &q.glibc {
-        if &glibc_floor > host {
-            let message = if manylinux.glibc() > *host {
-                format!(
-                    "torch {} wheels are {} and need glibc >= {}; the host ({origin}) has {host}",
-                    rel.version, manylinux, glibc_floor
-                )
-            } else {
-                format!(
-                    "torch {} wheels are tagged {} (glibc {}), so pip installs them, but their libraries need glibc >= {glibc_floor} and `import torch` fails; the host ({origin}) has {host}",
-                    rel.version,
-                    manylinux,
-                    manylinux.glibc()
-                )
-            };
-            let mut found = Finding::new("glibc-too-old", Severity::Incompatible, message)
-                .fact("glibc", host)
-                .fact("needs_glibc", &glibc_floor)
-                .fact("manylinux", manylinux)
-                .source(glibc_source(rel).or(rel_source));
-            if let (Some(_), Some(from)) = (&rel.glibc, rel.glibc_from) {
-                found = found.fact("needs_glibc_from", from.as_str());
-            }
-            f.push(found);
-        }
-    }
-
+/// Applies the rules that do not depend on Python to one build, handing each decision to
+/// `emit` in the order the findings are listed. `branch` is the query's driver branch
+/// ([`Index::branch_of`]), resolved once per query. Returns the CUDA line the driver was
+/// judged against: `None` for a CPU build, and for a CUDA build that was not judged (no
+/// usable GPU, or no curated toolkit record).
+pub(crate) fn build_rules<'x>(
+    ix: &'x Index<'_>,
+    q: &'x Query,
+    branch: Option<(&'x DriverBranch, bool)>,
+    rel: &'x TorchRelease,
+    v: &'x TorchVariant,
+    emit: &mut impl FnMut(Outcome<'x>),
+) -> Option<&'x CudaLine<'x>> {
+    glibc_rule(q, rel, emit);
     if v.tag == Variant::Cpu {
         if !q.gpus.is_empty() {
-            f.push(Finding::new(
-                "cpu-build",
-                Severity::Warning,
-                format!("torch {name} is a CPU-only build: it installs and runs, but never on the GPU"),
-            ));
+            emit(Outcome::CpuBuild);
         }
-        return BuildEval { findings: f, needs };
+        return None;
     }
-
     if let Some(why) = &q.no_cuda_device {
-        f.push(
-            Finding::new(
-                "no-cuda-device",
-                Severity::Incompatible,
-                format!("torch {name} is a CUDA build, and no GPU is usable here: {why}. A CPU build (--cuda cpu) runs"),
-            )
-            .fact("machine", why),
-        );
-        return BuildEval { findings: f, needs };
+        emit(Outcome::NoCudaDevice { why });
+        return None;
     }
-    let Some(cuda) = v.cuda.clone().or_else(|| v.tag.cuda()) else {
-        return BuildEval { findings: f, needs };
+    let cuda: Cow<'x, CudaVersion> = match &v.cuda {
+        Some(c) => Cow::Borrowed(c),
+        None => Cow::Owned(v.tag.cuda()?),
     };
-    let line = ix.line(&cuda);
-    if let Some(g) = graph.as_deref_mut() {
-        g.edge(
-            Node::Build(name.clone()),
-            Node::Cuda(cuda.to_string()),
-            Edge::new(
-                "built with",
-                Status::Compatible,
-                v.sources
-                    .first()
-                    .map(|s| s.url.clone())
-                    .or(rel_source.map(str::to_string)),
-            ),
-        );
-        if let Some(d) = &v.cudnn {
-            g.edge(
-                Node::Build(name.clone()),
-                Node::Cudnn(d.to_string()),
-                Edge::new("bundles", Status::Compatible, rel_source.map(str::to_string)),
-            );
-        }
+    emit(Outcome::BuiltWith { cuda: cuda.clone() });
+    if let Some(cudnn) = &v.cudnn {
+        emit(Outcome::Bundles { cudnn });
     }
-    let Some(line) = line else {
-        // A record of the line exists but the index left it out: its facts are pending.
-        // Only this rare branch looks at the records again, off the usual path.
-        let pending: Vec<&crate::db::CudaRelease> = ix
-            .cat
-            .cuda()
-            .iter()
-            .filter(|c| c.version.major_minor() == cuda.major_minor())
-            .collect();
-        if let Some(first) = pending.first() {
-            let mut keys: Vec<&str> = pending
-                .iter()
-                .flat_map(|c| c.pending.iter().map(String::as_str))
-                .collect();
-            keys.sort_unstable();
-            keys.dedup();
-            let files: Vec<String> = pending
-                .iter()
-                .map(|c| format!("cuda/{}.toml", c.version))
-                .collect();
-            f.push(
-                Finding::new(
-                    "cuda-facts-pending",
-                    Severity::Conditional,
-                    format!(
-                        "CUDA {cuda} of torch {name} is not judged: its toolkit record ({}) still has {} pending, so no driver is known to run it",
-                        files.join(", "),
-                        keys.join(", ")
-                    ),
-                )
-                .fact("cuda", &cuda)
-                .fact("pending", keys.join(","))
-                .source(first_source(&first.sources)),
-            );
-            return BuildEval { findings: f, needs };
-        }
-        f.push(
-            Finding::new(
-                "cuda-unknown",
-                Severity::Conditional,
-                format!("CUDA {cuda} of torch {name} has no toolkit record: its driver minimum is unknown"),
-            )
-            .fact("cuda", &cuda),
-        );
-        return BuildEval { findings: f, needs };
+    let Some(line) = ix.line(&cuda) else {
+        emit(cuda_unjudged(ix, cuda));
+        return None;
     };
-    let cuda_source = first_source(&line.newest.sources);
-    needs.driver_native = Some(line.native.to_string());
-    needs.driver_minor_compat = line.floor.as_ref().map(|d| d.to_string());
-    needs.forward_compat_branches = line.fc_branches.clone();
-
-    // GPUs: kernels in the wheel, and whether the driver drives the architecture.
-    let mut needs_ptx_jit = false;
-    for gpu in distinct_gpus(q) {
-        let cc = gpu.compute_capability;
-        let gpu_source = first_source(&gpu.sources);
-        let (kernel_finding, edge_status, edge_label) = match kernels_for(v, cc) {
-            Kernels::Sass(s) => (
-                Finding::new(
-                    "gpu-sass",
-                    Severity::Info,
-                    if s.plain() == cc.plain() {
-                        format!("torch {name} ships SASS for {}, the {}", s.sm(), gpu.name)
-                    } else {
-                        format!(
-                            "torch {name} ships SASS for {}, which runs on the {}",
-                            s.sm(),
-                            gpu_label(gpu)
-                        )
-                    },
-                )
-                .fact("gpu_arch", cc.sm())
-                .fact("sass", s.sm()),
-                Status::Compatible,
-                format!("SASS {}", s.sm()),
-            ),
-            Kernels::Ptx(p) => {
-                needs_ptx_jit = true;
-                (
-                    Finding::new(
-                        "gpu-ptx-jit",
-                        Severity::Conditional,
-                        format!(
-                            "torch {name} has no SASS for the {}: the driver JIT-compiles its {} PTX at first use (a slow first start, and kernels tuned for an older GPU)",
-                            gpu_label(gpu),
-                            p.compute()
-                        ),
-                    )
-                    .fact("gpu_arch", cc.sm())
-                    .fact("ptx", p.compute()),
-                    Status::Conditional,
-                    format!("PTX {}", p.compute()),
-                )
-            }
-            Kernels::Unknown => (
-                Finding::new(
-                    "gpu-arch-list-unknown",
-                    Severity::Conditional,
-                    format!(
-                        "the arch list of torch {name} is not known, so kernels for the {} are unconfirmed",
-                        gpu_label(gpu)
-                    ),
-                )
-                .fact("gpu_arch", cc.sm()),
-                Status::Conditional,
-                "arch list unknown".to_string(),
-            ),
-            Kernels::None => (
-                Finding::new(
-                    "gpu-no-kernels",
-                    Severity::Incompatible,
-                    format!(
-                        "torch {name} has no kernels for the {}: it ships SASS for {} and {}",
-                        gpu_label(gpu),
-                        arch_range(&v.sass),
-                        if v.ptx.is_empty() {
-                            "no PTX".to_string()
-                        } else {
-                            format!("PTX only for {}", arch_range(&v.ptx))
-                        }
-                    ),
-                )
-                .fact("gpu_arch", cc.sm())
-                .fact(
-                    "sass",
-                    v.sass.iter().map(|c| c.sm()).collect::<Vec<_>>().join(" "),
-                )
-                .fact(
-                    "ptx",
-                    v.ptx.iter().map(|c| c.compute()).collect::<Vec<_>>().join(" "),
-                ),
-                Status::Incompatible,
-                "no kernels".to_string(),
-            ),
-        };
-        let src = v.sources.first().map(|s| s.url.as_str()).or(rel_source);
-        f.push(kernel_finding.source(src).unverified(arch_unverified));
-        if let Some(g) = graph.as_deref_mut() {
-            g.edge(
-                Node::Build(name.clone()),
-                Node::Gpu(gpu.name.clone()),
-                Edge::new(&edge_label, edge_status, src.map(str::to_string)),
-            );
-        }
-        if gpu.host_arch.as_deref().is_some_and(|a| a != "x86_64") {
-            f.push(Finding::new(
-                "gpu-host-aarch64",
-                Severity::Warning,
-                format!(
-                    "the {} comes with an {} host: install the {} wheels; the arch lists here are those of the x86_64 wheels",
-                    gpu.name,
-                    gpu.host_arch.as_deref().unwrap_or_default(),
-                    gpu.host_arch.as_deref().unwrap_or_default()
-                ),
-            ).source(gpu_source));
-        }
-        match &q.driver {
-            Some(d) => {
-                if let Some((branch, exact)) = ix.branch_of(d) {
-                    if !exact {
-                        f.push(Finding::new(
-                            "driver-branch-unknown",
-                            Severity::Warning,
-                            format!(
-                                "driver branch R{} has no record; R{}'s GPU support was assumed",
-                                d.branch(),
-                                branch.branch
-                            ),
-                        ));
-                    }
-                    let drives = branch.architectures.contains(&gpu.architecture);
-                    if let Some(g) = graph.as_deref_mut() {
-                        g.edge(
-                            Node::Driver(format!("R{}", d.branch())),
-                            Node::Gpu(gpu.name.clone()),
-                            Edge::new(
-                                if drives { "drives" } else { "does not drive" },
-                                if drives {
-                                    Status::Compatible
-                                } else {
-                                    Status::Incompatible
-                                },
-                                first_source(&branch.sources).map(str::to_string),
-                            ),
-                        );
-                    }
-                    if !drives {
-                        let first = ix.first_branch(gpu.architecture);
-                        let need = match first {
-                            Some(b) if b.branch > d.branch() => {
-                                format!("{} GPUs need R{} or newer", gpu.architecture.title(), b.branch)
-                            }
-                            _ => format!(
-                                "{} GPUs are driven by older branches only",
-                                gpu.architecture.title()
-                            ),
-                        };
-                        f.push(
-                            Finding::new(
-                                "driver-unsupported-gpu",
-                                Severity::Incompatible,
-                                format!(
-                                    "driver {d} (branch R{}) does not support {} GPUs: CUDA sees no {} at all; {need}",
-                                    d.branch(),
-                                    gpu.architecture.title(),
-                                    gpu.name
-                                ),
-                            )
-                            .fact("driver", d)
-                            .fact("architecture", gpu.architecture)
-                            .source(first_source(&branch.sources))
-                            .unverified(branch.unverified.iter().any(|u| u == "architectures")),
-                        );
-                    }
-                }
-            }
-            None => {
-                if let Some(b) = ix.first_branch(gpu.architecture) {
-                    let min = b
-                        .first_version
-                        .as_ref()
-                        .map_or(format!("R{}", b.branch), |v| v.to_string());
-                    needs.driver_native = Some(match &needs.driver_native {
-                        Some(n) if n.parse::<DriverVersion>().ok() >= b.first_version.clone() => n.clone(),
-                        _ => min,
-                    });
-                }
-            }
-        }
-    }
-
+    let needs_ptx_jit = gpu_rules(q, branch, v, emit);
     // A branch past its end of life still runs, but gets no fixes, and NVIDIA drops it as a
     // forward-compatibility host.
-    if let (Some(d), Some(today)) = (&q.driver, &q.today) {
-        if let Some((branch, true)) = ix.branch_of(d) {
-            if let Some(eol) = branch.end_of_life.as_ref().filter(|e| *e <= today) {
-                f.push(
-                    Finding::new(
-                        "driver-end-of-life",
-                        Severity::Warning,
-                        format!(
-                            "driver branch R{} reached its end of life in {eol}: no more security or bug fixes; ask for a supported branch",
-                            branch.branch
-                        ),
-                    )
-                    .fact("end_of_life", eol)
-                    .source(first_source(&branch.sources))
-                    .unverified(branch.unverified.iter().any(|u| u == "end_of_life")),
-                );
-            }
+    if let (Some((branch, true)), Some(today)) = (branch, &q.today) {
+        if let Some(eol) = branch.end_of_life.as_ref().filter(|e| *e <= today) {
+            emit(Outcome::DriverEndOfLife { branch, eol });
         }
     }
-
     // The driver against the CUDA of the build.
     match &q.driver {
-        None => {
-            let mut msg = format!(
-                "no driver given: torch {name} needs driver >= {} for CUDA {}",
-                needs.driver_native.as_deref().unwrap_or("?"),
-                line.version
-            );
-            if let Some(floor) = &line.floor {
-                msg.push_str(&format!(", or >= {floor} through minor-version compatibility"));
-            }
-            f.push(
-                Finding::new("needs-driver", Severity::Info, msg)
-                    .fact("driver_native", needs.driver_native.clone().unwrap_or_default())
-                    .fact(
-                        "driver_minor_compat",
-                        needs.driver_minor_compat.clone().unwrap_or_default(),
-                    )
-                    .source(cuda_source),
-            );
+        None => emit(Outcome::NeedsDriver { line }),
+        Some(driver) => {
+            let eligible = q.gpus.iter().all(|a| a.gpu.forward_compat);
+            let outcome = driver_outcome(driver, line, needs_ptx_jit, branch, eligible);
+            emit(Outcome::Driver {
+                driver,
+                line,
+                outcome,
+            });
         }
-        Some(d) => f.extend(driver_rules(
-            ix,
-            q,
-            &name,
-            d,
-            dcuda.unwrap_or("unknown"),
-            line,
-            needs_ptx_jit,
-            graph,
-        )),
     }
-
     // Extensions: nvcc's major must equal torch's CUDA major, and nvcc must target the GPU.
     if q.extensions || q.nvcc.is_some() {
-        f.extend(nvcc_rules(ix, q, &name, &cuda));
+        nvcc_rules(ix, q, cuda, emit);
     }
-    BuildEval { findings: f, needs }
+    Some(line)
+}
+
+/// glibc: the manylinux tag is a floor, and pip refuses wheels above the host's glibc;
+/// where the wheels' libraries need more than their tag says (`manylinux1` wheels that
+/// need GLIBC_2.17), pip installs them and `import torch` fails.
+fn glibc_rule<'x>(q: &'x Query, rel: &'x TorchRelease, emit: &mut impl FnMut(Outcome<'x>)) {
+    if let Some((host, origin)) = &q.glibc {
+        let floor = rel.glibc_floor();
+        if &floor > host {
+            emit(Outcome::GlibcTooOld { host, origin, floor });
+        }
+    }
+}
+
+/// A CUDA line the index has no thresholds for: its records' facts are pending, or there is
+/// no record. Only this rare branch looks at the records again, off the usual path.
+fn cuda_unjudged<'x>(ix: &'x Index<'_>, cuda: Cow<'x, CudaVersion>) -> Outcome<'x> {
+    let first = ix
+        .cat
+        .cuda()
+        .iter()
+        .find(|c| c.version.major_minor() == cuda.major_minor());
+    match first {
+        Some(first) => Outcome::CudaPending { cuda, first },
+        None => Outcome::CudaUnknown { cuda },
+    }
+}
+
+/// GPUs: kernels in the wheel, and whether the driver drives the architecture. Returns
+/// whether a GPU needs the build's PTX JIT-compiled.
+fn gpu_rules<'x>(
+    q: &'x Query,
+    branch: Option<(&'x DriverBranch, bool)>,
+    v: &'x TorchVariant,
+    emit: &mut impl FnMut(Outcome<'x>),
+) -> bool {
+    let mut needs_ptx_jit = false;
+    for gpu in distinct_gpus(q) {
+        let kernels = kernels_for(v, gpu.compute_capability);
+        needs_ptx_jit |= matches!(kernels, Kernels::Ptx(_));
+        emit(Outcome::Kernels { gpu, kernels });
+        if let Some(arch) = gpu.host_arch.as_deref().filter(|a| *a != "x86_64") {
+            emit(Outcome::GpuHostArch { gpu, arch });
+        }
+        if let (Some(driver), Some((branch, exact))) = (&q.driver, branch) {
+            if !exact {
+                emit(Outcome::DriverBranchAssumed { driver, branch });
+            }
+            emit(Outcome::DriverDrives {
+                driver,
+                branch,
+                gpu,
+                drives: branch.architectures.contains(&gpu.architecture),
+            });
+        }
+    }
+    needs_ptx_jit
 }
 
 /// How a driver runs a CUDA release line: the decision of domain.md's four outcomes.
+#[derive(Debug, Clone, Copy)]
 pub(crate) enum DriverOutcome<'a> {
     /// At or above the toolkit's own minimum.
     Native,
@@ -564,162 +238,8 @@ pub(crate) fn driver_outcome<'a>(
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn driver_rules(
-    ix: &Index<'_>,
-    q: &Query,
-    name: &str,
-    d: &DriverVersion,
-    dcuda: &str,
-    line: &CudaLine<'_>,
-    needs_ptx_jit: bool,
-    graph: Option<&mut Graph>,
-) -> Vec<Finding> {
-    let cuda = &line.version;
-    let src = first_source(&line.newest.sources);
-    let edge = |g: Option<&mut Graph>, label: &str, st: Status| {
-        if let Some(g) = g {
-            g.edge(
-                Node::Cuda(cuda.to_string()),
-                Node::Driver(format!("R{}", d.branch())),
-                Edge::new(label, st, src.map(str::to_string)),
-            );
-        }
-    };
-    let base = |code, sev, msg: String| {
-        Finding::new(code, sev, msg)
-            .fact("driver", d)
-            .fact("driver_cuda", dcuda)
-            .fact("cuda", cuda)
-            .fact("native_min", &line.native)
-            .fact(
-                "family_floor",
-                line.floor.as_ref().map_or("none".to_string(), |f| f.to_string()),
-            )
-            .source(src)
-    };
-    let eligible = q.gpus.iter().all(|a| a.gpu.forward_compat);
-    let (f, label, status) = match driver_outcome(d, line, needs_ptx_jit, ix.branch_of(d), eligible) {
-        DriverOutcome::Native => (
-            base(
-                "driver-native",
-                Severity::Info,
-                format!("driver {d} meets CUDA {cuda}'s minimum {} (native)", line.native),
-            )
-            .unverified(line.unverified_native),
-            format!("native >= {}", line.native),
-            Status::Compatible,
-        ),
-        DriverOutcome::MinorCompat => (
-            base(
-                "driver-minor-version-compat",
-                Severity::Conditional,
-                format!(
-                    "driver {d} (CUDA {dcuda}) is below CUDA {cuda}'s minimum {} but at or above the {}.x floor {}: it runs through minor-version compatibility, without JIT of newer PTX, and APIs newer than CUDA {dcuda} return errors",
-                    line.native,
-                    cuda.major(),
-                    line.floor
-                        .as_ref()
-                        .expect("minor-version compatibility has a floor")
-                ),
-            ),
-            "minor-version compatibility".to_string(),
-            Status::Conditional,
-        ),
-        DriverOutcome::FcGpuNotEligible(branch) => {
-            let g = q
-                .gpus
-                .iter()
-                .map(|a| &a.gpu)
-                .find(|g| !g.forward_compat)
-                .expect("an ineligible GPU");
-            let why = if g.segment == Segment::Consumer {
-                "GeForce GPUs never are"
-            } else {
-                "it is not a data-center GPU"
-            };
-            (
-                base(
-                    "forward-compat-gpu-not-eligible",
-                    Severity::Incompatible,
-                    format!(
-                        "driver {d} is too old for CUDA {cuda}; the cuda-compat package would bridge it on R{}, but the {} is not eligible for forward compatibility ({why}): CUDA fails with error 804",
-                        branch.branch, g.name
-                    ),
-                )
-                .source(first_source(&branch.sources)),
-                "forward compat: GPU not eligible".to_string(),
-                Status::Incompatible,
-            )
-        }
-        DriverOutcome::ForwardCompat(branch) => {
-            let caveat = if q.gpus.is_empty() {
-                " (data-center GPUs only; GeForce fails with error 804)"
-            } else {
-                ""
-            };
-            let nfb = if branch.branch_type == BranchType::NewFeature {
-                " NVIDIA's table lists this new-feature branch although its rules exclude such branches."
-            } else {
-                ""
-            };
-            (
-                base(
-                    "driver-forward-compat",
-                    Severity::Conditional,
-                    format!(
-                        "driver {d} (CUDA {dcuda}) is too old for CUDA {cuda}, but R{} is a supported host for cuda-compat-{}-{}: it runs with that package in the image{caveat}; a mismatch fails with error 803.{nfb}",
-                        branch.branch,
-                        cuda.major(),
-                        cuda.minor()
-                    ),
-                )
-                .source(first_source(&branch.sources)),
-                "forward compatibility".to_string(),
-                Status::Conditional,
-            )
-        }
-        DriverOutcome::PtxJitNeedsNewer => (
-            base(
-                "ptx-jit-needs-newer-driver",
-                Severity::Incompatible,
-                format!(
-                    "the GPU needs the build's PTX JIT-compiled, but driver {d} (CUDA {dcuda}) reaches CUDA {cuda} only through minor-version compatibility, which cannot JIT PTX from a newer toolkit; needs >= {}",
-                    line.native
-                ),
-            ),
-            "minor-version compat, no PTX JIT".to_string(),
-            Status::Incompatible,
-        ),
-        DriverOutcome::TooOld => {
-            let floor_text = match &line.floor {
-                Some(floor) => format!(
-                    ", nor the {}.x floor {} for minor-version compatibility",
-                    cuda.major(),
-                    floor
-                ),
-                None => String::new(),
-            };
-            (
-                base(
-                    "driver-too-old",
-                    Severity::Incompatible,
-                    format!(
-                        "driver {d} (CUDA {dcuda}) is too old for torch {name}: CUDA {cuda} needs >= {} natively{floor_text}, and R{} is not a forward-compatibility host for CUDA {cuda}",
-                        line.native,
-                        d.branch()
-                    ),
-                ),
-                format!("needs >= {}", line.native),
-                Status::Incompatible,
-            )
-        }
-    };
-    edge(graph, &label, status);
-    vec![f]
-}
-
 /// What nvcc of a toolkit can build for a GPU.
+#[derive(Debug, Clone, Copy)]
 pub(crate) enum NvccTarget {
     /// SASS for the GPU's major at or below its minor.
     Sass,
@@ -751,107 +271,116 @@ pub(crate) fn nvcc_targets(toolkit: &crate::db::CudaRelease, cc: ComputeCapabili
     }
 }
 
-fn nvcc_rules(ix: &Index<'_>, q: &Query, name: &str, cuda: &CudaVersion) -> Vec<Finding> {
-    let mut out = Vec::new();
-    let nvcc = q.nvcc.clone().unwrap_or_else(|| cuda.clone());
+/// Extensions: what the nvcc of the host (or torch's own CUDA, when none is given) can
+/// build for torch and for each GPU.
+fn nvcc_rules<'x>(
+    ix: &'x Index<'_>,
+    q: &'x Query,
+    cuda: Cow<'x, CudaVersion>,
+    emit: &mut impl FnMut(Outcome<'x>),
+) {
+    let nvcc: Cow<'x, CudaVersion> = q.nvcc.as_ref().map_or_else(|| cuda.clone(), Cow::Borrowed);
     if nvcc.major() != cuda.major() {
-        out.push(
-            Finding::new(
-                "nvcc-major-mismatch",
-                Severity::Incompatible,
-                format!("nvcc {nvcc} cannot build extensions for torch {name}: its CUDA major must be torch's ({})", cuda.major()),
-            )
-            .fact("nvcc", &nvcc)
-            .fact("cuda", cuda),
-        );
-        return out;
+        emit(Outcome::NvccMajorMismatch { nvcc, cuda });
+        return;
     }
-    let exact: Vec<String> = q
+    let exact = q
         .extensions_from
         .iter()
-        .filter(|e| e.assumed && e.nvcc_match == crate::db::NvccMatch::MajorMinor)
-        .map(|e| format!("{} ({})", e.package, e.origin))
-        .collect();
-    if nvcc.minor() != cuda.minor() && !exact.is_empty() {
-        out.push(
-            Finding::new(
-                "extension-nvcc-not-exact",
-                Severity::Incompatible,
-                format!(
-                    "nvcc {nvcc} is not torch {name}'s CUDA {cuda}, and {} refuses any other CUDA version than torch's",
-                    exact.join(", ")
-                ),
-            )
-            .fact("nvcc", &nvcc)
-            .fact("cuda", cuda),
-        );
-        return out;
+        .any(|e| e.assumed && e.nvcc_match == crate::db::NvccMatch::MajorMinor);
+    if nvcc.minor() != cuda.minor() && exact {
+        emit(Outcome::NvccNotExact { nvcc, cuda });
+        return;
     }
     if nvcc.minor() != cuda.minor() {
-        out.push(
-            Finding::new(
-                "nvcc-minor-mismatch",
-                Severity::Warning,
-                format!("nvcc {nvcc} differs from torch {name}'s CUDA {cuda} in the minor version: torch warns, and extensions usually work"),
-            )
-            .fact("nvcc", &nvcc)
-            .fact("cuda", cuda),
-        );
+        emit(Outcome::NvccMinorMismatch {
+            nvcc: nvcc.clone(),
+            cuda,
+        });
     }
     let Some(line) = ix.line(&nvcc) else {
-        out.push(Finding::new(
-            "nvcc-unavailable",
-            Severity::Incompatible,
-            format!("no CUDA {nvcc} toolkit is known to build extensions with"),
-        ));
-        return out;
+        emit(Outcome::NvccUnavailable { nvcc });
+        return;
     };
     let toolkit = line.newest;
     if q.nvcc.is_none() {
-        out.push(
-            Finding::new(
-                "extensions-nvcc",
-                Severity::Info,
-                format!(
-                    "build extensions with nvcc from CUDA {} (a `devel` image: nvidia/cuda:{}-devel-<os>)",
-                    toolkit.version, toolkit.version
-                ),
-            )
-            .fact("nvcc", &toolkit.version)
-            .source(first_source(&toolkit.sources)),
-        );
+        emit(Outcome::ExtensionsNvcc { toolkit });
     }
     for gpu in distinct_gpus(q) {
-        match nvcc_targets(toolkit, gpu.compute_capability) {
-            NvccTarget::Sass => {}
-            NvccTarget::PtxOnly(p) => out.push(
-                Finding::new(
-                    "nvcc-ptx-only",
-                    Severity::Conditional,
-                    format!(
-                        "nvcc {} cannot compile SASS for the {}: build extensions with PTX for {} (TORCH_CUDA_ARCH_LIST=\"{}+PTX\") and let the driver JIT it",
-                        toolkit.version,
-                        gpu_label(gpu),
-                        p.compute(),
-                        p
-                    ),
-                )
-                .source(first_source(&toolkit.sources)),
-            ),
-            NvccTarget::None => out.push(
-                Finding::new(
-                    "nvcc-no-gpu-arch",
-                    Severity::Incompatible,
-                    format!(
-                        "nvcc {} cannot compile for the {}: its oldest target is {}",
-                        toolkit.version,
-                        gpu_label(gpu),
-                        arch_range(&toolkit.sass)
-                    ),
-                )
-                .source(first_source(&toolkit.sources)),
-            ),
+        let target = nvcc_targets(toolkit, gpu.compute_capability);
+        emit(Outcome::NvccGpu { toolkit, gpu, target });
+    }
+}
+
+/// The rules of one Python of a build: its wheel, and its end of life.
+fn python_rules<'x>(ix: &'x Index<'_>, q: &'x Query, tag: &'x TagEntry, emit: &mut impl FnMut(Outcome<'x>)) {
+    emit(Outcome::PythonWheel { tag });
+    if let Some(today) = &q.today {
+        let line = [u64::from(tag.tag.major), u64::from(tag.tag.minor)];
+        if let Some(release) = ix.cat.python().iter().find(|p| p.version.release() == line) {
+            if release.end_of_life <= *today {
+                emit(Outcome::PythonEndOfLife { tag, release });
+            }
         }
+    }
+}
+
+/// The Pythons of a build the mask allows.
+fn allowed_tags<'b>(b: &'b BuildEntry<'_>, mask: u64) -> impl Iterator<Item = &'b TagEntry> {
+    b.tags
+        .iter()
+        .enumerate()
+        .filter(move |(i, _)| *i < 64 && mask & (1 << i) != 0)
+        .map(|(_, t)| t)
+}
+
+/// What a build needs of facts the query did not give; `line` is what [`build_rules`]
+/// returned.
+fn needs_of(
+    ix: &Index<'_>,
+    q: &Query,
+    rel: &TorchRelease,
+    v: &TorchVariant,
+    line: Option<&CudaLine<'_>>,
+) -> Needs {
+    let mut needs = Needs {
+        sass: v.sass.iter().map(|c| c.sm()).collect(),
+        ptx: v.ptx.iter().map(|c| c.compute()).collect(),
+        glibc: rel.glibc_floor().to_string(),
+        ..Needs::default()
+    };
+    let Some(line) = line else { return needs };
+    needs.driver_native = Some(line.native.to_string());
+    needs.driver_minor_compat = line.floor.as_ref().map(|d| d.to_string());
+    needs.forward_compat_branches = line.fc_branches.clone();
+    if q.driver.is_none() {
+        // The GPUs' first branch raises the native minimum.
+        for gpu in distinct_gpus(q) {
+            if let Some(b) = ix.first_branch(gpu.architecture) {
+                let min = b
+                    .first_version
+                    .as_ref()
+                    .map_or(format!("R{}", b.branch), |v| v.to_string());
+                needs.driver_native = Some(match &needs.driver_native {
+                    Some(n) if n.parse::<DriverVersion>().ok() >= b.first_version.clone() => n.clone(),
+                    _ => min,
+                });
+            }
+        }
+    }
+    needs
+}
+
+/// The findings of outcomes, in their order, with their edges added to the graph.
+fn view(r: &Render<'_>, outcomes: &[Outcome<'_>], graph: &mut Option<&mut Graph>) -> Vec<Finding> {
+    let mut out = Vec::with_capacity(outcomes.len());
+    for o in outcomes {
+        if let Some(g) = graph.as_deref_mut() {
+            if let Some((from, to, e)) = o.edge(r) {
+                g.edge(from, to, e);
+            }
+        }
+        out.extend(o.finding(r));
     }
     out
 }
@@ -977,6 +506,7 @@ pub(crate) struct BuildEntry<'a> {
 }
 
 /// A CPython tag with its forms precomputed.
+#[derive(Debug)]
 pub(crate) struct TagEntry {
     pub tag: PythonTag,
     pub py: String,
@@ -1010,77 +540,20 @@ pub(crate) fn build_entries<'a>(torch: &'a [TorchRelease]) -> Vec<BuildEntry<'a>
     out
 }
 
-/// The verdict of one build for a query, without findings: the same decisions as
-/// [`eval_build`], for the full matrix where millions of verdicts are asked for.
-fn fast_status(ix: &Index<'_>, q: &Query, ctx: &DriverCtx<'_>, b: &BuildEntry<'_>) -> Status {
-    let v = b.v;
+/// The status of one build for a query, without findings: the weightiest status of the
+/// same outcomes [`search`] renders, for the full matrix where millions of verdicts are
+/// asked for. No sentence is rendered.
+fn build_status(ix: &Index<'_>, q: &Query, ctx: &DriverCtx<'_>, b: &BuildEntry<'_>, mask: u64) -> Status {
     let mut worst = Status::Compatible;
-    if let Some((host, _)) = &q.glibc {
-        if b.rel.glibc_floor() > *host {
-            return Status::Incompatible;
+    let mut fold = |o: Outcome<'_>| worst = worst.max(o.status());
+    if mask == 0 {
+        fold(Outcome::PythonNoWheel { tags: &b.tags });
+    } else {
+        for t in allowed_tags(b, mask) {
+            python_rules(ix, q, t, &mut fold);
         }
     }
-    if v.tag == Variant::Cpu {
-        return worst;
-    }
-    if q.no_cuda_device.is_some() {
-        return Status::Incompatible;
-    }
-    let Some(line) = v.cuda.as_ref().and_then(|c| ix.line(c)) else {
-        return Status::Conditional;
-    };
-    let mut needs_ptx_jit = false;
-    for ask in &q.gpus {
-        let cc = ask.gpu.compute_capability;
-        match kernels_for(v, cc) {
-            Kernels::Sass(_) => {}
-            Kernels::Ptx(_) => {
-                needs_ptx_jit = true;
-                worst = worst.max(Status::Conditional);
-            }
-            Kernels::Unknown => worst = worst.max(Status::Conditional),
-            Kernels::None => return Status::Incompatible,
-        }
-        if let Some((branch, _)) = ctx.branch {
-            if !branch.architectures.contains(&ask.gpu.architecture) {
-                return Status::Incompatible;
-            }
-        }
-    }
-    if let Some(d) = &q.driver {
-        let eligible = q.gpus.iter().all(|a| a.gpu.forward_compat);
-        worst = worst.max(
-            match driver_outcome(d, line, needs_ptx_jit, ctx.branch, eligible) {
-                DriverOutcome::Native => Status::Compatible,
-                DriverOutcome::MinorCompat | DriverOutcome::ForwardCompat(_) => Status::Conditional,
-                _ => Status::Incompatible,
-            },
-        );
-    }
-    if q.extensions || q.nvcc.is_some() {
-        let cuda = line.version.clone();
-        let nvcc = q.nvcc.clone().unwrap_or_else(|| cuda.clone());
-        if nvcc.major() != cuda.major() {
-            return Status::Incompatible;
-        }
-        let exact = q
-            .extensions_from
-            .iter()
-            .any(|e| e.assumed && e.nvcc_match == crate::db::NvccMatch::MajorMinor);
-        if exact && nvcc.minor() != cuda.minor() {
-            return Status::Incompatible;
-        }
-        let Some(tl) = ix.line(&nvcc) else {
-            return Status::Incompatible;
-        };
-        for ask in &q.gpus {
-            match nvcc_targets(tl.newest, ask.gpu.compute_capability) {
-                NvccTarget::Sass => {}
-                NvccTarget::PtxOnly(_) => worst = worst.max(Status::Conditional),
-                NvccTarget::None => return Status::Incompatible,
-            }
-        }
-    }
+    build_rules(ix, q, ctx.branch, b.rel, b.v, &mut fold);
     worst
 }
 
@@ -1122,11 +595,7 @@ pub(crate) fn verdicts(ix: &Index<'_>, q: &Query) -> Vec<Verdict> {
     for b in ix.builds() {
         let Some(mask) = allowed(q, b) else { continue };
         let pythons = mask.count_ones();
-        let status = if pythons == 0 {
-            Status::Incompatible
-        } else {
-            fast_status(ix, q, &ctx, b)
-        };
+        let status = build_status(ix, q, &ctx, b, mask);
         out.push(Verdict {
             torch: b.rel.version.clone(),
             variant: b.v.tag,
@@ -1201,125 +670,91 @@ pub(crate) fn search(ix: &Index<'_>, q: &Query, mut graph: Option<&mut Graph>) -
         .driver
         .as_ref()
         .map(|d| ix.driver_cuda(d).map_or("unknown".to_string(), |c| c.to_string()));
+    let ctx = DriverCtx::new(ix, q);
     for b in ix.builds() {
-        let (rel, v) = (b.rel, b.v);
         let Some(mask) = allowed(q, b) else { continue };
-        let name = build_name(rel, v);
-        let eval = eval_build(ix, q, rel, v, dcuda.as_deref(), graph.as_deref_mut());
-        let mut shared = eval.findings;
-        shared.sort_by_key(|f| std::cmp::Reverse(f.severity));
-        let shared: Arc<[Finding]> = shared.into();
-        let needs = Arc::new(eval.needs);
-        let torch: Arc<str> = rel.version.to_string().into();
-        let cuda: Option<Arc<str>> = v.cuda.as_ref().map(|c| c.to_string().into());
-        let cudnn: Option<Arc<str>> = v.cudnn.as_ref().map(|c| c.to_string().into());
-        let nccl: Option<Arc<str>> = v.nccl.as_ref().map(|c| c.to_string().into());
-        let distance = variant_distance(q, rel, v);
-        let mk = |python: String, own: Vec<Finding>, py: (u8, u8, u8), install: String| {
-            let findings = Findings::new(shared.clone(), own);
-            let status = findings.status();
-            let failures = findings
-                .iter()
-                .filter(|f| f.severity == Severity::Incompatible)
-                .count();
-            Stack {
-                torch: torch.clone(),
-                variant: v.tag,
-                python,
-                cuda: cuda.clone(),
-                cudnn: cudnn.clone(),
-                nccl: nccl.clone(),
-                status,
-                findings,
-                needs: needs.clone(),
-                install,
-                rank: Rank {
-                    status: status as u8,
-                    failures,
-                    torch: std::cmp::Reverse(rel.version.clone()),
-                    variant_distance: distance,
-                    python: (py.0, std::cmp::Reverse((py.1, py.2))),
-                },
-            }
-        };
-        if mask == 0 {
-            let asked: Vec<String> = q.python.iter().map(|(s, o)| format!("{s} ({o})")).collect();
-            let tag_list: Vec<String> = b.tags.iter().map(|t| t.tag.to_string()).collect();
-            let own = vec![
-                Finding::new(
-                    "python-no-wheel",
-                    Severity::Incompatible,
-                    format!(
-                        "torch {name} ships no wheel for Python {}: its wheels are {} (Requires-Python {} does not decide; the tags do)",
-                        if asked.is_empty() { "as pinned".to_string() } else { asked.join(", ") },
-                        tag_list.join(" "),
-                        rel.requires_python
-                    ),
-                )
-                .fact("wheel_tags", tag_list.join(" "))
-                .source(first_source(&rel.sources)),
-            ];
-            let python = q.python.first().map_or("-".to_string(), |(s, _)| s.to_string());
-            if let Some(g) = graph.as_deref_mut() {
-                g.edge(
-                    Node::Build(name.clone()),
-                    Node::Python(python.clone()),
-                    Edge::new("no wheel", Status::Incompatible, None),
-                );
-            }
-            stacks.push(mk(python, own, (0, 0, 0), String::new()));
-            continue;
-        }
-        for (i, t) in b.tags.iter().enumerate() {
-            if i >= 64 || mask & (1 << i) == 0 {
-                continue;
-            }
-            let mut own = vec![
-                Finding::new(
-                    "python-wheel",
-                    Severity::Info,
-                    format!("torch {name} has a {} wheel", t.tag),
-                )
-                .fact("python", &t.py),
-            ];
-            if let (Some(today), Some(p)) = (
-                &q.today,
-                ix.cat
-                    .python()
-                    .iter()
-                    .find(|p| p.version.release() == [u64::from(t.tag.major), u64::from(t.tag.minor)]),
-            ) {
-                if p.end_of_life <= *today {
-                    own.push(
-                        Finding::new(
-                            "python-end-of-life",
-                            Severity::Warning,
-                            format!("Python {} reached its end of life on {}", t.py, p.end_of_life),
-                        )
-                        .fact("end_of_life", p.end_of_life)
-                        .source(first_source(&p.sources)),
-                    );
-                }
-            }
-            if let Some(g) = graph.as_deref_mut() {
-                g.edge(
-                    Node::Build(name.clone()),
-                    Node::Python(t.py.clone()),
-                    Edge::new(
-                        &format!("{} wheel", t.tag),
-                        Status::Compatible,
-                        first_source(&rel.sources).map(str::to_string),
-                    ),
-                );
-            }
-            let install = install_line(rel, v, &t.py);
-            let class = python_class(ix, q, b, t);
-            stacks.push(mk(t.py.clone(), own, (class, t.tag.major, t.tag.minor), install));
-        }
+        build_stacks(ix, q, &ctx, b, mask, dcuda.as_deref(), &mut graph, &mut stacks);
     }
     // No build matching: an empty list, which `resolve` answers with why and what exists.
     stacks.sort_by(|a, b| a.rank.cmp(&b.rank));
     stacks
+}
+
+/// The stacks of one build: one per Python the mask allows, or one without a wheel.
+#[allow(clippy::too_many_arguments)]
+fn build_stacks(
+    ix: &Index<'_>,
+    q: &Query,
+    ctx: &DriverCtx<'_>,
+    b: &BuildEntry<'_>,
+    mask: u64,
+    dcuda: Option<&str>,
+    graph: &mut Option<&mut Graph>,
+    stacks: &mut Vec<Stack>,
+) {
+    let (rel, v) = (b.rel, b.v);
+    let name = build_name(rel, v);
+    let mut outcomes = Vec::new();
+    let line = build_rules(ix, q, ctx.branch, rel, v, &mut |o| outcomes.push(o));
+    let needs = Arc::new(needs_of(ix, q, rel, v, line));
+    let r = Render {
+        ix,
+        q,
+        rel,
+        v,
+        name: &name,
+        dcuda: dcuda.unwrap_or("unknown"),
+        needs: &needs,
+    };
+    let mut shared = view(&r, &outcomes, graph);
+    shared.sort_by_key(|f| std::cmp::Reverse(f.severity));
+    let shared: Arc<[Finding]> = shared.into();
+    let torch: Arc<str> = rel.version.to_string().into();
+    let cuda: Option<Arc<str>> = v.cuda.as_ref().map(|c| c.to_string().into());
+    let cudnn: Option<Arc<str>> = v.cudnn.as_ref().map(|c| c.to_string().into());
+    let nccl: Option<Arc<str>> = v.nccl.as_ref().map(|c| c.to_string().into());
+    let distance = variant_distance(q, rel, v);
+    let mk = |python: String, own: Vec<Finding>, py: (u8, u8, u8), install: String| {
+        let findings = Findings::new(shared.clone(), own);
+        let status = findings.status();
+        let failures = findings
+            .iter()
+            .filter(|f| f.severity == Severity::Incompatible)
+            .count();
+        Stack {
+            torch: torch.clone(),
+            variant: v.tag,
+            python,
+            cuda: cuda.clone(),
+            cudnn: cudnn.clone(),
+            nccl: nccl.clone(),
+            status,
+            findings,
+            needs: needs.clone(),
+            install,
+            rank: Rank {
+                status: status as u8,
+                failures,
+                torch: std::cmp::Reverse(rel.version.clone()),
+                variant_distance: distance,
+                python: (py.0, std::cmp::Reverse((py.1, py.2))),
+            },
+        }
+    };
+    if mask == 0 {
+        let own = view(&r, &[Outcome::PythonNoWheel { tags: &b.tags }], graph);
+        let python = q.python.first().map_or("-".to_string(), |(s, _)| s.to_string());
+        stacks.push(mk(python, own, (0, 0, 0), String::new()));
+        return;
+    }
+    for t in allowed_tags(b, mask) {
+        let mut outcomes = Vec::new();
+        python_rules(ix, q, t, &mut |o| outcomes.push(o));
+        let own = view(&r, &outcomes, graph);
+        let install = install_line(rel, v, &t.py);
+        let class = python_class(ix, q, b, t);
+        stacks.push(mk(t.py.clone(), own, (class, t.tag.major, t.tag.minor), install));
+    }
 }
 
 /// Why no build matches what was asked, as findings of the whole answer: always
@@ -1380,62 +815,68 @@ pub(crate) fn no_build_findings(ix: &Index<'_>, q: &Query) -> Vec<Finding> {
     }
     let mut out =
         vec![Finding::new("no-matching-build", Severity::Incompatible, msg).fact("asked", parts.join("; "))];
-
-    if let Some((CudaAsk::Spec(spec), origin)) = &q.cuda {
-        let mut existing: Vec<CudaVersion> = pinned
-            .iter()
-            .flat_map(|r| r.variants.iter().filter_map(|v| v.tag.cuda()))
-            .collect();
-        existing.sort();
-        existing.dedup();
-        let in_spec = |c: &CudaVersion| c.to_string().parse::<Version>().is_ok_and(|v| spec.contains(&v));
-        if !pinned.is_empty() && !existing.iter().any(in_spec) {
-            let list: Vec<String> = existing.iter().map(|c| c.to_string()).collect();
-            let torch = if q.torch.is_empty() {
-                "torch".to_string()
-            } else {
-                format!(
-                    "torch {}",
-                    q.torch
-                        .iter()
-                        .map(|p| p.specifiers.to_string())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )
-            };
-            let mut msg = format!(
-                "no build of {torch} uses CUDA {spec} ({origin}); its builds are for CUDA {}",
-                list.join(", ")
-            );
-            // `--cuda 12.2` on a 535 host: the version nvidia-smi prints is the newest CUDA
-            // the driver supports, not the CUDA of a torch build.
-            let any_build = ix
-                .builds()
-                .iter()
-                .any(|b| b.v.tag.cuda().is_some_and(|c| in_spec(&c)));
-            let single = match spec.iter().collect::<Vec<_>>().as_slice() {
-                [one] if one.operator() == &crate::model::Operator::Equal => {
-                    one.version().to_string().parse::<CudaVersion>().ok()
-                }
-                _ => None,
-            };
-            if let (false, Some(asked)) = (any_build, single) {
-                let driver = ix
-                    .line(&asked)
-                    .map(|l| format!(" (drivers from {} show CUDA {asked})", l.native))
-                    .unwrap_or_default();
-                msg.push_str(&format!(
-                    ". No torch build at all uses CUDA {asked}: it is usually the CUDA version nvidia-smi shows for the driver{driver}, which is the newest CUDA the driver runs, not the CUDA of a build; give the driver with --driver, and --cuda only to choose among the builds above"
-                ));
-            }
-            out.push(
-                Finding::new("cuda-no-build", Severity::Incompatible, msg)
-                    .fact("cuda", spec)
-                    .fact("builds", list.join(" ")),
-            );
-        }
-    }
+    out.extend(cuda_no_build(ix, q, &pinned));
     out
+}
+
+/// `cuda-no-build`: `--cuda` names a CUDA no build of the pinned torch (`pinned`) uses.
+fn cuda_no_build(ix: &Index<'_>, q: &Query, pinned: &[&TorchRelease]) -> Option<Finding> {
+    let Some((CudaAsk::Spec(spec), origin)) = &q.cuda else {
+        return None;
+    };
+    let mut existing: Vec<CudaVersion> = pinned
+        .iter()
+        .flat_map(|r| r.variants.iter().filter_map(|v| v.tag.cuda()))
+        .collect();
+    existing.sort();
+    existing.dedup();
+    let in_spec = |c: &CudaVersion| c.to_string().parse::<Version>().is_ok_and(|v| spec.contains(&v));
+    if pinned.is_empty() || existing.iter().any(in_spec) {
+        return None;
+    }
+    let list: Vec<String> = existing.iter().map(|c| c.to_string()).collect();
+    let torch = if q.torch.is_empty() {
+        "torch".to_string()
+    } else {
+        format!(
+            "torch {}",
+            q.torch
+                .iter()
+                .map(|p| p.specifiers.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
+    let mut msg = format!(
+        "no build of {torch} uses CUDA {spec} ({origin}); its builds are for CUDA {}",
+        list.join(", ")
+    );
+    // `--cuda 12.2` on a 535 host: the version nvidia-smi prints is the newest CUDA
+    // the driver supports, not the CUDA of a torch build.
+    let any_build = ix
+        .builds()
+        .iter()
+        .any(|b| b.v.tag.cuda().is_some_and(|c| in_spec(&c)));
+    let single = match spec.iter().collect::<Vec<_>>().as_slice() {
+        [one] if one.operator() == &crate::model::Operator::Equal => {
+            one.version().to_string().parse::<CudaVersion>().ok()
+        }
+        _ => None,
+    };
+    if let (false, Some(asked)) = (any_build, single) {
+        let driver = ix
+            .line(&asked)
+            .map(|l| format!(" (drivers from {} show CUDA {asked})", l.native))
+            .unwrap_or_default();
+        msg.push_str(&format!(
+            ". No torch build at all uses CUDA {asked}: it is usually the CUDA version nvidia-smi shows for the driver{driver}, which is the newest CUDA the driver runs, not the CUDA of a build; give the driver with --driver, and --cuda only to choose among the builds above"
+        ));
+    }
+    Some(
+        Finding::new("cuda-no-build", Severity::Incompatible, msg)
+            .fact("cuda", spec)
+            .fact("builds", list.join(" ")),
+    )
 }
 
 /// What the database cannot know, as findings of the whole answer: `torch-release-unknown`

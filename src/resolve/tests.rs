@@ -796,3 +796,59 @@ fn a_recorded_glibc_floor_above_the_tag_decides() {
     let a = resolve(&db, &q("2.17"));
     assert!(!a.stacks[0].findings.iter().any(|f| f.code == "glibc-too-old"));
 }
+
+/// The fast path and the findings are two views of the same rule outcomes: across the
+/// matrix of the shipped database (every GPU against every driver branch and no driver,
+/// with and without extensions, an old glibc, a date for the end-of-life rules), every
+/// build's verdict is the status of each of its stacks, which its findings make. A quarter
+/// of the cells, spread over every GPU and every branch, keeps it quick in debug builds.
+#[test]
+fn verdicts_are_the_status_of_the_findings_across_the_matrix() {
+    let db = crate::db::Db::embedded().unwrap();
+    let ix = Index::new(db);
+    let mut drivers: Vec<Option<DriverVersion>> = vec![None];
+    drivers.extend(
+        db.drivers
+            .iter()
+            .filter_map(|b| b.first_version.clone())
+            .map(Some),
+    );
+    let mut cells = 0;
+    for (i, g) in db.gpus.iter().enumerate() {
+        for (j, driver) in drivers.iter().enumerate() {
+            if (i + j) % 4 != 0 {
+                continue;
+            }
+            let q = Query {
+                gpus: vec![GpuAsk {
+                    gpu: g.clone(),
+                    count: 1,
+                }],
+                driver: driver.clone(),
+                extensions: j % 3 == 0,
+                glibc: (j % 5 == 1).then(|| ("2.17".parse().unwrap(), "--glibc".to_string())),
+                today: (i % 2 == 0).then(|| "2025-06-01".parse().unwrap()),
+                ..Query::default()
+            };
+            let stacks = rules::search(&ix, &q, None);
+            for v in verdicts(&ix, &q) {
+                let torch = v.torch.to_string();
+                let of_build: Vec<&Stack> = stacks
+                    .iter()
+                    .filter(|s| *s.torch == *torch && s.variant == v.variant)
+                    .collect();
+                assert!(!of_build.is_empty(), "{torch}+{}", v.variant);
+                for s in of_build {
+                    assert_eq!(s.status, s.findings.status());
+                    assert_eq!(
+                        s.status, v.status,
+                        "{torch}+{} on the {} with driver {driver:?}",
+                        v.variant, g.name
+                    );
+                    cells += 1;
+                }
+            }
+        }
+    }
+    assert!(cells > 10_000, "{cells} cells");
+}
