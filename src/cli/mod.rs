@@ -632,8 +632,11 @@ fn dispatch(cli: &Cli, out: &mut dyn Write, styles: report::Styles) -> Result<Ex
             args.project.apply(&db, &mut q)?;
             q.want_graph = true;
             let answer = resolve::resolve(&*db, &q);
-            let graph = answer.graph.expect("a graph was asked for");
-            out.write_all(graph.to_dot().as_bytes())?;
+            // The resolver builds the graph whenever it is asked for one.
+            let Some(graph) = answer.graph else {
+                return Err(CliError::Environment("the resolver built no graph".into()));
+            };
+            report::graph_dot(out, &graph)?;
             Ok(Exit::Ok)
         }
         Command::Doctor(args) => {

@@ -28,6 +28,7 @@
 
 mod containers;
 pub mod doc;
+mod graph;
 mod host;
 pub mod progress;
 mod query;
@@ -46,6 +47,7 @@ pub use containers::{
     BUILD_LINE, ProgressLines, PullChoice, built, dockerfile_text, dockerfile_written, human_size, pull_plan,
     pulled,
 };
+pub use graph::graph_dot;
 pub use host::{check, doctor};
 pub use query::{QueryOpts, query};
 pub use verify::{show_judged, verify};

@@ -1,9 +1,9 @@
 //! The compatibility graph a query used: releases as nodes, constraints as edges, each edge
-//! with its verdict and source. `gpuenv graph --dot` prints it.
+//! with its verdict and source, built from the rules' outcomes. `gpuenv graph --dot` prints
+//! it (through `report`).
 
 use petgraph::graph::{DiGraph, NodeIndex};
 use std::collections::HashMap;
-use std::fmt::Write as _;
 
 use super::Status;
 
@@ -25,7 +25,8 @@ pub enum Node {
 }
 
 impl Node {
-    fn label(&self) -> String {
+    /// How the node is labelled (`torch 2.4.1+cu121`, `R535`).
+    pub fn label(&self) -> String {
         match self {
             Node::Build(s) => format!("torch {s}"),
             Node::Python(s) => format!("Python {s}"),
@@ -93,39 +94,16 @@ impl Graph {
         (self.graph.node_count(), self.graph.edge_count())
     }
 
-    /// The graph in Graphviz DOT: green holds, orange is conditional, red fails.
-    pub fn to_dot(&self) -> String {
-        let mut out =
-            String::from("digraph gpuenv {\n  rankdir=LR;\n  node [shape=box, fontname=\"Helvetica\"];\n");
-        for i in self.graph.node_indices() {
-            let n = &self.graph[i];
-            let shape = match n {
-                Node::Build(_) => "box",
-                Node::Gpu(_) => "component",
-                Node::Driver(_) => "hexagon",
-                _ => "ellipse",
-            };
-            let _ = writeln!(out, "  n{} [label={:?}, shape={shape}];", i.index(), n.label());
-        }
-        for e in self.graph.edge_indices() {
-            let (a, b) = self.graph.edge_endpoints(e).expect("edge has endpoints");
-            let w = &self.graph[e];
-            let color = match w.status {
-                Status::Compatible => "darkgreen",
-                Status::Conditional => "orange",
-                Status::Incompatible => "red",
-            };
-            let tooltip = w.source.as_deref().unwrap_or("");
-            let _ = writeln!(
-                out,
-                "  n{} -> n{} [label={:?}, color={color}, fontcolor={color}, tooltip={:?}];",
-                a.index(),
-                b.index(),
-                w.label,
-                tooltip
-            );
-        }
-        out.push_str("}\n");
-        out
+    /// The nodes, each with its index.
+    pub fn nodes(&self) -> impl Iterator<Item = (usize, &Node)> {
+        self.graph.node_indices().map(|i| (i.index(), &self.graph[i]))
+    }
+
+    /// The edges, each as `(from, to, edge)` by node index.
+    pub fn edges(&self) -> impl Iterator<Item = (usize, usize, &Edge)> {
+        self.graph.edge_indices().filter_map(|e| {
+            let (a, b) = self.graph.edge_endpoints(e)?;
+            Some((a.index(), b.index(), &self.graph[e]))
+        })
     }
 }
