@@ -5,8 +5,9 @@
 //! headers, and each piece of the body, are awaited at most [`Deadline::wait`]) and no
 //! body grows past its [`Cap`] (a `Content-Length` above it is refused before a byte is
 //! read; every piece read counts against it). The messages of [`NetError`] name the other
-//! side, what was being read, and the limit that ran out. Must not: decide what to ask,
-//! authenticate, follow anything, or print.
+//! side, what was being read, and the limit that ran out. Also owns the one HTTP client
+//! setup ([`client`]) the registry and upstream clients are built from. Must not: decide
+//! what to ask, authenticate, follow anything, or print.
 //!
 //! Why a thread per request: reqwest's blocking `Response` waits on each read with one
 //! fixed timeout (the request's total), so a server that sends a byte a second is never
@@ -430,6 +431,24 @@ fn failure(f: Failure, peer: String, during: String, deadline: &Deadline) -> Net
         Failure::Redirect(reason) => NetError::Redirect { peer, during, reason },
         Failure::Other(reason) => NetError::Broken { peer, during, reason },
     }
+}
+
+/// The HTTP client gpuenv speaks through: connecting waits at most the deadline's idle
+/// limit, and reqwest's own total timeout is left off, since [`send`] bounds each request
+/// by what is left of the deadline; `redirects` says which redirects it follows (the
+/// registry narrows them; plain HTTPS clients take reqwest's default).
+pub fn client(
+    deadline: &Deadline,
+    redirects: Option<reqwest::redirect::Policy>,
+) -> Result<reqwest::blocking::Client, reqwest::Error> {
+    let mut builder = reqwest::blocking::Client::builder()
+        .connect_timeout(deadline.wait())
+        .timeout(None)
+        .user_agent(concat!("gpuenv/", env!("CARGO_PKG_VERSION")));
+    if let Some(policy) = redirects {
+        builder = builder.redirect(policy);
+    }
+    builder.build()
 }
 
 /// Sends `req` and waits for its answer's head at most [`Deadline::wait`]. `peer` names

@@ -330,15 +330,8 @@ impl Registry {
             registry: host.to_string(),
             reason,
         };
-        let client = |policy| {
-            Client::builder()
-                .connect_timeout(deadline.wait())
-                .timeout(None)
-                .redirect(policy)
-                .user_agent(concat!("gpuenv/", env!("CARGO_PKG_VERSION")))
-                .build()
-                .map_err(|e| unreachable(net::describe(&e)))
-        };
+        let client =
+            |policy| net::client(&deadline, Some(policy)).map_err(|e| unreachable(net::describe(&e)));
         let http = client(redirect_policy(insecure.to_vec()))?;
         let token_http = client(token_redirect_policy(insecure.to_vec()))?;
         let base = reqwest::Url::parse(&format!("{scheme}://{}/v2/", api_host(host)))

@@ -45,15 +45,10 @@ impl Client {
 
     /// A client whose every request, and every read of an answer, ends by `deadline`.
     pub fn with_deadline(record: Option<PathBuf>, deadline: Deadline) -> Result<Client, UpstreamError> {
-        let http = reqwest::blocking::Client::builder()
-            .connect_timeout(deadline.wait())
-            .timeout(None)
-            .user_agent(concat!("gpuenv/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| UpstreamError::Network {
-                url: String::new(),
-                reason: format!("cannot set up HTTP: {e}"),
-            })?;
+        let http = net::client(&deadline, None).map_err(|e| UpstreamError::Network {
+            url: String::new(),
+            reason: format!("cannot set up HTTP: {e}"),
+        })?;
         Ok(Client {
             http,
             record,
