@@ -614,7 +614,7 @@ const PATH_REQUESTS_IN_FLIGHT: usize = 8;
 
 /// A container created from an image and never started, whose files are read through the
 /// container archive API (`HEAD` and `GET /containers/{id}/archive`): a few paths of a
-/// large image without exporting it. Removed by [`Paths::close`], or on drop.
+/// large image without exporting it. Removed by [`PathReader::close`](super::PathReader::close), or on drop.
 pub struct Paths<'a> {
     engine: &'a Bollard,
     id: String,
