@@ -295,26 +295,12 @@ pub(super) fn build(db: &Option<PathBuf>, args: &BuildArgs, out: &mut dyn Write)
     Ok(Exit::Ok)
 }
 
-/// A catalog reference moved to a mirror registry: Docker Hub's official images keep their
-/// `library/` prefix there, other registries' paths are kept as they are.
+/// A catalog reference moved to the `--mirror` registry.
 fn mirrored(image: &Reference, mirror: &str) -> Result<Reference, CliError> {
-    let probe = Reference::parse(&format!("{mirror}/x"))
-        .ok()
-        .filter(|r| r.registry.is_some());
-    let Some(probe) = probe else {
-        return Err(CliError::Usage(format!(
+    image.mirrored(mirror).ok_or_else(|| {
+        CliError::Usage(format!(
             "--mirror `{mirror}`: expected a registry host, `HOST[:PORT]` (with a `.` or a port, or `localhost`)"
-        )));
-    };
-    let repository = if image.registry.is_none() && !image.repository.contains('/') {
-        format!("library/{}", image.repository)
-    } else {
-        image.repository.clone()
-    };
-    Ok(Reference {
-        registry: probe.registry,
-        repository,
-        ..image.clone()
+        ))
     })
 }
 

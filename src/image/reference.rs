@@ -62,6 +62,26 @@ pub struct Reference {
 }
 
 impl Reference {
+    /// The same image on a mirror registry `mirror` (`HOST[:PORT]`): Docker Hub's official
+    /// images keep their `library/` prefix there, other registries' paths are kept as they
+    /// are. `None` when `mirror` is no registry host (it needs a `.`, a port, or to be
+    /// `localhost`, or it would read as a Hub namespace).
+    pub fn mirrored(&self, mirror: &str) -> Option<Reference> {
+        let probe = Reference::parse(&format!("{mirror}/x"))
+            .ok()
+            .filter(|r| r.registry.is_some() && r.repository == "x")?;
+        let repository = if self.registry.is_none() && !self.repository.contains('/') {
+            format!("library/{}", self.repository)
+        } else {
+            self.repository.clone()
+        };
+        Some(Reference {
+            registry: probe.registry,
+            repository,
+            ..self.clone()
+        })
+    }
+
     /// Parses `[REGISTRY/]NAME[:TAG][@DIGEST]` as written (no trimming, no defaults).
     pub fn parse(input: &str) -> Result<Reference, ReferenceError> {
         Reference::read(input).map_err(|reason| ReferenceError {
