@@ -293,105 +293,124 @@ fn judge_consistency(ix: &Index<'_>, facts: &ImageFacts, findings: &mut Vec<Find
     for t in &facts.torch {
         let Some(tc) = t.cuda_version() else { continue };
         let version = t.version_str().unwrap_or("?");
-        // The CUDA runtimes present, wherever they are.
-        let runtimes: Vec<(u32, String)> = facts
-            .cudart
-            .iter()
-            .filter_map(|l| {
-                l.version
-                    .as_deref()
-                    .and_then(|v| v.split('.').next()?.parse::<u32>().ok())
-                    .map(|m| (m, l.path.clone()))
-            })
-            .chain(
-                facts
-                    .packages
-                    .iter()
-                    .filter(|p| p.name.starts_with("nvidia-cuda-runtime-cu"))
-                    .filter_map(|p| {
-                        p.name
-                            .trim_start_matches("nvidia-cuda-runtime-cu")
-                            .parse::<u32>()
-                            .ok()
-                            .map(|m| (m, p.source.clone()))
-                    }),
+        cuda_runtimes(facts, version, &tc, findings);
+        cudnn_shadowing(facts, version, findings);
+        require_weaker(ix, facts, version, &tc, findings);
+    }
+}
+
+/// The CUDA runtimes present, wherever they are, against the CUDA torch `version` is built
+/// for (`tc`).
+fn cuda_runtimes(facts: &ImageFacts, version: &str, tc: &CudaVersion, findings: &mut Vec<Finding>) {
+    let runtimes: Vec<(u32, String)> = facts
+        .cudart
+        .iter()
+        .filter_map(|l| {
+            l.version
+                .as_deref()
+                .and_then(|v| v.split('.').next()?.parse::<u32>().ok())
+                .map(|m| (m, l.path.clone()))
+        })
+        .chain(
+            facts
+                .packages
+                .iter()
+                .filter(|p| p.name.starts_with("nvidia-cuda-runtime-cu"))
+                .filter_map(|p| {
+                    p.name
+                        .trim_start_matches("nvidia-cuda-runtime-cu")
+                        .parse::<u32>()
+                        .ok()
+                        .map(|m| (m, p.source.clone()))
+                }),
+        )
+        .collect();
+    if !runtimes.is_empty() && !runtimes.iter().any(|(m, _)| *m == tc.major()) {
+        let list: Vec<String> = runtimes.iter().map(|(m, p)| format!("CUDA {m} ({p})")).collect();
+        findings.push(Finding::new(
+            "image-torch-cuda-libs-mismatch",
+            Severity::Incompatible,
+            format!(
+                "torch {version} is built for CUDA {tc}, but the image's CUDA runtimes are {}",
+                list.join(", ")
+            ),
+        ));
+    }
+}
+
+/// The cuDNN the wheel brings, against a system one found first on the search path.
+fn cudnn_shadowing(facts: &ImageFacts, version: &str, findings: &mut Vec<Finding>) {
+    let wheel = facts
+        .cudnn
+        .pip
+        .iter()
+        .map(|s| s.value.clone())
+        .next()
+        .or_else(|| {
+            facts
+                .cudnn
+                .libraries
+                .iter()
+                .find(|l| matches!(l.origin, LibOrigin::PipWheel | LibOrigin::TorchBundled))
+                .and_then(|l| l.version.clone())
+        });
+    let system: Vec<&crate::image::detect::LibraryFile> = facts
+        .cudnn
+        .libraries
+        .iter()
+        .filter(|l| {
+            matches!(
+                l.origin,
+                LibOrigin::System | LibOrigin::CudaToolkit | LibOrigin::Conda
             )
-            .collect();
-        if !runtimes.is_empty() && !runtimes.iter().any(|(m, _)| *m == tc.major()) {
-            let list: Vec<String> = runtimes.iter().map(|(m, p)| format!("CUDA {m} ({p})")).collect();
-            findings.push(Finding::new(
-                "image-torch-cuda-libs-mismatch",
-                Severity::Incompatible,
-                format!(
-                    "torch {version} is built for CUDA {tc}, but the image's CUDA runtimes are {}",
-                    list.join(", ")
-                ),
-            ));
-        }
-        // The cuDNN the wheel brings, against a system one found first on the search path.
-        let wheel = facts
-            .cudnn
-            .pip
-            .iter()
-            .map(|s| s.value.clone())
-            .next()
-            .or_else(|| {
-                facts
-                    .cudnn
-                    .libraries
-                    .iter()
-                    .find(|l| matches!(l.origin, LibOrigin::PipWheel | LibOrigin::TorchBundled))
-                    .and_then(|l| l.version.clone())
-            });
-        let system: Vec<&crate::image::detect::LibraryFile> = facts
-            .cudnn
-            .libraries
-            .iter()
-            .filter(|l| {
-                matches!(
-                    l.origin,
-                    LibOrigin::System | LibOrigin::CudaToolkit | LibOrigin::Conda
-                )
-            })
-            .collect();
-        if let Some(w) = &wheel {
-            for s in &system {
-                let sv = s.version.clone().unwrap_or_default();
-                let same = !sv.is_empty() && w.split('.').zip(sv.split('.')).all(|(a, b)| a == b);
-                if !same {
-                    findings.push(Finding::new(
-                        "image-cudnn-shadowing",
-                        Severity::Warning,
-                        format!(
-                            "two cuDNNs: torch {version}'s wheel brings {w}, and {} holds {}; whichever the loader finds first on LD_LIBRARY_PATH wins, and an older one fails with \"runtime cuDNN older than compile time\"",
-                            s.path,
-                            if sv.is_empty() { "another".to_string() } else { sv }
-                        ),
-                    ));
-                }
+        })
+        .collect();
+    if let Some(w) = &wheel {
+        for s in &system {
+            let sv = s.version.clone().unwrap_or_default();
+            let same = !sv.is_empty() && w.split('.').zip(sv.split('.')).all(|(a, b)| a == b);
+            if !same {
+                findings.push(Finding::new(
+                    "image-cudnn-shadowing",
+                    Severity::Warning,
+                    format!(
+                        "two cuDNNs: torch {version}'s wheel brings {w}, and {} holds {}; whichever the loader finds first on LD_LIBRARY_PATH wins, and an older one fails with \"runtime cuDNN older than compile time\"",
+                        s.path,
+                        if sv.is_empty() { "another".to_string() } else { sv }
+                    ),
+                ));
             }
         }
-        // What the runtime enforces, against what torch needs.
-        for req in facts
-            .env
-            .require
-            .iter()
-            .filter(|r| r.source.contains("NVIDIA_REQUIRE_CUDA"))
-        {
-            if let Some(floor) = require_floor(ix, &req.value) {
-                if floor.major() < tc.major()
-                    || (floor.major() == tc.major()
-                        && ix.line(&tc).and_then(|l| l.floor.clone()).is_none()
-                        && floor < tc)
-                {
-                    findings.push(Finding::new(
-                        "image-require-weaker",
-                        Severity::Warning,
-                        format!(
-                            "NVIDIA_REQUIRE_CUDA lets the container start on a driver of CUDA {floor}, but torch {version} needs CUDA {tc}: the runtime starts it where torch then fails"
-                        ),
-                    ));
-                }
+    }
+}
+
+/// What the runtime enforces (`NVIDIA_REQUIRE_CUDA`), against what torch `version` needs.
+fn require_weaker(
+    ix: &Index<'_>,
+    facts: &ImageFacts,
+    version: &str,
+    tc: &CudaVersion,
+    findings: &mut Vec<Finding>,
+) {
+    for req in facts
+        .env
+        .require
+        .iter()
+        .filter(|r| r.source.contains("NVIDIA_REQUIRE_CUDA"))
+    {
+        if let Some(floor) = require_floor(ix, &req.value) {
+            if floor.major() < tc.major()
+                || (floor.major() == tc.major()
+                    && ix.line(tc).and_then(|l| l.floor.clone()).is_none()
+                    && floor < *tc)
+            {
+                findings.push(Finding::new(
+                    "image-require-weaker",
+                    Severity::Warning,
+                    format!(
+                        "NVIDIA_REQUIRE_CUDA lets the container start on a driver of CUDA {floor}, but torch {version} needs CUDA {tc}: the runtime starts it where torch then fails"
+                    ),
+                ));
             }
         }
     }
@@ -530,119 +549,157 @@ pub(crate) fn judge_target(
     target: &Target,
     findings: &mut Vec<Finding>,
 ) -> (Option<RequireOutcome>, Vec<Stack>) {
-    let on = &target.source;
     let lacks = target.lacks();
     let mut require = None;
     // The driver CUDA sees: the host's, or the image's cuda-compat where it serves the
     // host's branch on data-center boards.
     let mut driver = target.driver.clone();
     if let Some(lacks) = &lacks {
-        // Nothing to hold NVIDIA_REQUIRE_* against, and nothing for CUDA to run on.
-        for t in &facts.torch {
-            let version = t.version_str().unwrap_or("?");
-            if t.cpu_only {
-                findings.push(Finding::new(
-                    "cpu-build",
-                    Severity::Info,
-                    format!("torch {version} is a CPU build: it runs on {on} without a GPU"),
-                ));
-            } else {
-                let build = match &t.cuda {
-                    Some(c) => format!("a CUDA {} build", c.value),
-                    None => "not known to be a CPU build (its version.py says no CUDA version)".into(),
-                };
-                findings.push(Finding::new(
-                    "image-target-no-gpu",
-                    Severity::Incompatible,
-                    format!("torch {version} is {build}, but no GPU is usable on {on} ({lacks}): it cannot use a GPU there"),
-                ));
-            }
-        }
-        if facts.torch.is_empty() {
-            if let Some((cuda, source)) = image_cuda(facts) {
-                findings.push(Finding::new(
-                    "image-target-no-gpu",
-                    Severity::Incompatible,
-                    format!(
-                        "the image is built on CUDA {cuda} ({source}), but no GPU is usable on {on} ({lacks}): nothing in it can use a GPU there"
-                    ),
-                ));
-            }
-        }
+        no_gpu(facts, target, lacks, findings);
     } else {
-        let driver_cuda = target
-            .driver_cuda
-            .clone()
-            .or_else(|| target.driver.as_ref().and_then(|d| ix.driver_cuda(d)));
-        let host = HostTarget {
-            cuda: driver_cuda,
-            driver: target.driver.clone(),
-            gpus: target
-                .gpu_records
-                .iter()
-                .flat_map(|(g, brand)| {
-                    let t = GpuTarget {
-                        arch: Some(g.gpu.compute_capability),
-                        brand: Some(
-                            brand
-                                .as_deref()
-                                .map(normalize_brand)
-                                .unwrap_or_else(|| default_brand(&g.gpu)),
-                        ),
-                    };
-                    std::iter::repeat_n(t, g.count.max(1) as usize)
-                })
-                .collect(),
-        };
-        let outcome = crate::image::evaluate(&facts.env.all, &host);
-        if !require_known {
-            // Nothing read of what the runtime checks: no word on whether it starts.
-        } else if outcome.disabled {
-            findings.push(Finding::new(
-                "image-starts",
-                Severity::Warning,
-                "NVIDIA_DISABLE_REQUIRE is set: the runtime starts it on any host".into(),
-            ));
-        } else if outcome.satisfied {
-            findings.push(Finding::new(
-                "image-starts",
-                Severity::Info,
-                format!("the NVIDIA runtime starts it on {on}"),
-            ));
-        } else {
-            for c in outcome.failing() {
-                findings.push(Finding::new(
-                    "image-will-not-start",
-                    Severity::Incompatible,
-                    format!(
-                        "the NVIDIA runtime refuses it on {on}: {} ({}); {}",
-                        c.message.as_deref().unwrap_or("requirement error"),
-                        c.variable,
-                        if c.failing.is_empty() {
-                            String::new()
-                        } else {
-                            format!("unmet: {}", c.failing.join("; "))
-                        }
-                    ),
-                ));
-            }
-        }
+        let outcome = runtime_verdict(ix, facts, require_known, target, findings);
         require = require_known.then_some(outcome);
         driver = forward_compat(ix, facts, shipped, target, findings).or(driver);
-        if !target.unknown_gpus.is_empty() {
-            for t in facts.torch.iter().filter(|t| !t.cpu_only) {
-                findings.push(Finding::new(
-                    "image-target-gpu-unknown",
-                    Severity::Incompatible,
-                    format!(
-                        "{on} has {}, which compat-db has no record of: whether torch {}'s kernels run there is not known",
-                        target.unknown_gpus.join(", "),
-                        t.version_str().unwrap_or("?")
-                    ),
-                ));
-            }
+        unknown_gpus(facts, target, findings);
+    }
+    let torch_on_target = torch_on_target(db, facts, target, driver, lacks.is_none());
+    (require, torch_on_target)
+}
+
+/// A target on which no GPU is usable (`lacks` says why): nothing to hold
+/// `NVIDIA_REQUIRE_*` against, and nothing for CUDA to run on.
+fn no_gpu(facts: &ImageFacts, target: &Target, lacks: &str, findings: &mut Vec<Finding>) {
+    let on = &target.source;
+    for t in &facts.torch {
+        let version = t.version_str().unwrap_or("?");
+        if t.cpu_only {
+            findings.push(Finding::new(
+                "cpu-build",
+                Severity::Info,
+                format!("torch {version} is a CPU build: it runs on {on} without a GPU"),
+            ));
+        } else {
+            let build = match &t.cuda {
+                Some(c) => format!("a CUDA {} build", c.value),
+                None => "not known to be a CPU build (its version.py says no CUDA version)".into(),
+            };
+            findings.push(Finding::new(
+                "image-target-no-gpu",
+                Severity::Incompatible,
+                format!("torch {version} is {build}, but no GPU is usable on {on} ({lacks}): it cannot use a GPU there"),
+            ));
         }
     }
+    if facts.torch.is_empty() {
+        if let Some((cuda, source)) = image_cuda(facts) {
+            findings.push(Finding::new(
+                "image-target-no-gpu",
+                Severity::Incompatible,
+                format!(
+                    "the image is built on CUDA {cuda} ({source}), but no GPU is usable on {on} ({lacks}): nothing in it can use a GPU there"
+                ),
+            ));
+        }
+    }
+}
+
+/// How the NVIDIA runtime judges the image's `NVIDIA_REQUIRE_*` on the target; said in
+/// findings only when what it checks was read (`require_known`).
+fn runtime_verdict(
+    ix: &Index<'_>,
+    facts: &ImageFacts,
+    require_known: bool,
+    target: &Target,
+    findings: &mut Vec<Finding>,
+) -> RequireOutcome {
+    let on = &target.source;
+    let driver_cuda = target
+        .driver_cuda
+        .clone()
+        .or_else(|| target.driver.as_ref().and_then(|d| ix.driver_cuda(d)));
+    let host = HostTarget {
+        cuda: driver_cuda,
+        driver: target.driver.clone(),
+        gpus: target
+            .gpu_records
+            .iter()
+            .flat_map(|(g, brand)| {
+                let t = GpuTarget {
+                    arch: Some(g.gpu.compute_capability),
+                    brand: Some(
+                        brand
+                            .as_deref()
+                            .map(normalize_brand)
+                            .unwrap_or_else(|| default_brand(&g.gpu)),
+                    ),
+                };
+                std::iter::repeat_n(t, g.count.max(1) as usize)
+            })
+            .collect(),
+    };
+    let outcome = crate::image::evaluate(&facts.env.all, &host);
+    if !require_known {
+        // Nothing read of what the runtime checks: no word on whether it starts.
+    } else if outcome.disabled {
+        findings.push(Finding::new(
+            "image-starts",
+            Severity::Warning,
+            "NVIDIA_DISABLE_REQUIRE is set: the runtime starts it on any host".into(),
+        ));
+    } else if outcome.satisfied {
+        findings.push(Finding::new(
+            "image-starts",
+            Severity::Info,
+            format!("the NVIDIA runtime starts it on {on}"),
+        ));
+    } else {
+        for c in outcome.failing() {
+            findings.push(Finding::new(
+                "image-will-not-start",
+                Severity::Incompatible,
+                format!(
+                    "the NVIDIA runtime refuses it on {on}: {} ({}); {}",
+                    c.message.as_deref().unwrap_or("requirement error"),
+                    c.variable,
+                    if c.failing.is_empty() {
+                        String::new()
+                    } else {
+                        format!("unmet: {}", c.failing.join("; "))
+                    }
+                ),
+            ));
+        }
+    }
+    outcome
+}
+
+/// Each CUDA torch of the image, on a target with GPUs compat-db has no record of.
+fn unknown_gpus(facts: &ImageFacts, target: &Target, findings: &mut Vec<Finding>) {
+    let on = &target.source;
+    if !target.unknown_gpus.is_empty() {
+        for t in facts.torch.iter().filter(|t| !t.cpu_only) {
+            findings.push(Finding::new(
+                "image-target-gpu-unknown",
+                Severity::Incompatible,
+                format!(
+                    "{on} has {}, which compat-db has no record of: whether torch {}'s kernels run there is not known",
+                    target.unknown_gpus.join(", "),
+                    t.version_str().unwrap_or("?")
+                ),
+            ));
+        }
+    }
+}
+
+/// Each torch of the image judged by the resolver on the target's GPUs and the driver CUDA
+/// sees there; only CPU builds unless a GPU is `usable`.
+fn torch_on_target(
+    db: &Db,
+    facts: &ImageFacts,
+    target: &Target,
+    driver: Option<DriverVersion>,
+    usable: bool,
+) -> Vec<Stack> {
     let q = Query {
         gpus: target.gpu_records.iter().map(|(g, _)| g.clone()).collect(),
         driver,
@@ -650,7 +707,7 @@ pub(crate) fn judge_target(
     };
     let mut torch_on_target = Vec::new();
     // Without a driver or a GPU only a CPU build has anything left to judge.
-    for t in facts.torch.iter().filter(|t| lacks.is_none() || t.cpu_only) {
+    for t in facts.torch.iter().filter(|t| usable || t.cpu_only) {
         let Some(version) = t.version_str() else { continue };
         let python = t
             .python
@@ -667,7 +724,7 @@ pub(crate) fn judge_target(
             torch_on_target.push(stack);
         }
     }
-    (require, torch_on_target)
+    torch_on_target
 }
 
 /// A `cuda-compat` user-mode driver an image ships, and the host branches it serves.

@@ -13,6 +13,9 @@
 //! A missing fact is never a pass: a claim with nothing to compare fails, a missing wheel
 //! with no copy the loader finds fails, a target without a driver or a GPU fails every
 //! CUDA build, and a verdict reached with no claim checked says so ([`Verification::covers`]).
+//!
+//! Reading is `read.rs`, the judgement `judge.rs`; this file keeps the types both share
+//! and the report carries (what was read, the target, the verdict).
 
 pub mod catalog;
 mod judge;
