@@ -388,8 +388,72 @@ pub fn torch_check(torch: &str, cuda: Option<&CudaVersion>) -> String {
     )
 }
 
-/// Writes the Dockerfile for a request.
+/// Writes the Dockerfile for a request: its sections in the order the file has them.
 pub fn generate(req: &Request<'_>) -> Result<Dockerfile, DockerfileError> {
+    let p = plan(req)?;
+    let mut t = String::new();
+    header(&mut t, &p);
+    from(&mut t, &p);
+    nvidia_require(&mut t, &p);
+    app_user(&mut t);
+    compilers(&mut t, &p);
+    python_env(&mut t, &p);
+    torch_install(&mut t, &p);
+    project_install(&mut t, &p);
+    check_step(&mut t, &p);
+    let labels = labels(&p);
+    write_labels(&mut t, &labels);
+    let Plan {
+        req,
+        base,
+        require,
+        pins,
+        index_url,
+        ..
+    } = p;
+    Ok(Dockerfile {
+        text: t,
+        from: vec![UV_IMAGE.to_string(), base.image.clone()],
+        base,
+        require_cuda: require,
+        pins,
+        index_url,
+        labels,
+        extensions_from: req.extensions_from.to_vec(),
+    })
+}
+
+/// What every section reads: the request, and what was chosen for it before a line is
+/// written (so that a request no Dockerfile can serve fails before any text exists).
+struct Plan<'a> {
+    req: &'a Request<'a>,
+    stack: &'a Stack,
+    base: Base,
+    /// The requirements assumed to compile CUDA code at install.
+    compiling: Vec<&'a ExtensionReq>,
+    require: Option<String>,
+    torch_full: String,
+    pins: Vec<String>,
+    index_url: String,
+    python: &'a String,
+    cuda_label: Option<CudaVersion>,
+}
+
+impl<'a> Plan<'a> {
+    /// A version with the build's local label (`2.5.1+cu124`).
+    fn local(&self, v: &dyn std::fmt::Display) -> String {
+        format!("{v}+{}", self.stack.variant)
+    }
+
+    /// The compiling requirements whose build imports torch: installed without build
+    /// isolation, after what their builds import.
+    fn unisolated(&self) -> Vec<&&'a ExtensionReq> {
+        self.compiling.iter().filter(|e| e.needs_torch_at_build).collect()
+    }
+}
+
+/// Checks the request and chooses the base, the pins and the index.
+fn plan<'a>(req: &'a Request<'a>) -> Result<Plan<'a>, DockerfileError> {
     let stack = req.stack;
     let variant = req
         .release
@@ -426,12 +490,31 @@ pub fn generate(req: &Request<'_>) -> Result<Dockerfile, DockerfileError> {
     let index_url = variant.index_url.clone();
     let python = &stack.python;
     let cuda_label = stack.variant.cuda();
+    Ok(Plan {
+        req,
+        stack,
+        base,
+        compiling,
+        require,
+        torch_full,
+        pins,
+        index_url,
+        python,
+        cuda_label,
+    })
+}
 
-    let mut t = String::new();
-    let mut w = |s: &str| {
-        t.push_str(s);
-        t.push('\n');
-    };
+/// Appends a line.
+fn line(t: &mut String, s: &str) {
+    t.push_str(s);
+    t.push('\n');
+}
+
+/// The header comment: what the file is for, its base and the extensions that chose it.
+fn header(t: &mut String, p: &Plan<'_>) {
+    let (req, base, python, torch_full, cuda_label) =
+        (p.req, &p.base, p.python, &p.torch_full, &p.cuda_label);
+    let mut w = |s: &str| line(t, s);
     let header = format!(
         "Dockerfile for torch {torch_full} on Python {python}{}, written by {}. Regenerate it \
          rather than edit it: the steps below depend on each other.",
@@ -449,6 +532,12 @@ pub fn generate(req: &Request<'_>) -> Result<Dockerfile, DockerfileError> {
     }
     w(head.trim_end());
     w("");
+}
+
+/// The uv stage and the base.
+fn from(t: &mut String, p: &Plan<'_>) {
+    let base = &p.base;
+    let mut w = |s: &str| line(t, s);
     let mut c = String::new();
     comment(
         &mut c,
@@ -460,6 +549,12 @@ pub fn generate(req: &Request<'_>) -> Result<Dockerfile, DockerfileError> {
     w("");
     w(&format!("FROM {}", base.image));
     w("");
+}
+
+/// `NVIDIA_REQUIRE_CUDA` and the runtime's environment, for CUDA builds.
+fn nvidia_require(t: &mut String, p: &Plan<'_>) {
+    let require = &p.require;
+    let mut w = |s: &str| line(t, s);
     if let Some(r) = &require {
         let mut c = String::new();
         comment(
@@ -479,6 +574,11 @@ pub fn generate(req: &Request<'_>) -> Result<Dockerfile, DockerfileError> {
         w(&format!("    NVIDIA_REQUIRE_CUDA={}", quoted(r)));
         w("");
     }
+}
+
+/// The image's user and the project folder it owns; uv copied in.
+fn app_user(t: &mut String) {
+    let mut w = |s: &str| line(t, s);
     let mut c = String::new();
     comment(
         &mut c,
@@ -494,6 +594,12 @@ pub fn generate(req: &Request<'_>) -> Result<Dockerfile, DockerfileError> {
     w(&format!(" && chown {APP_UID}:{APP_UID} {APP_DIR}"));
     w("");
     w("COPY --from=uv /uv /uvx /usr/local/bin/");
+}
+
+/// The host compiler and ninja, when extensions are compiled.
+fn compilers(t: &mut String, p: &Plan<'_>) {
+    let req = p.req;
+    let mut w = |s: &str| line(t, s);
     if req.extensions {
         w("");
         let mut c = String::new();
@@ -509,6 +615,13 @@ pub fn generate(req: &Request<'_>) -> Result<Dockerfile, DockerfileError> {
         w(" && apt-get install -y --no-install-recommends g++ ninja-build \\");
         w(" && rm -rf /var/lib/apt/lists/*");
     }
+}
+
+/// The interpreter and the virtual environment, and the architectures extensions are
+/// compiled for.
+fn python_env(t: &mut String, p: &Plan<'_>) {
+    let (req, stack, base, python, compiling) = (p.req, p.stack, &p.base, p.python, &p.compiling);
+    let mut w = |s: &str| line(t, s);
     w("");
     let mut c = String::new();
     comment(
@@ -527,12 +640,12 @@ pub fn generate(req: &Request<'_>) -> Result<Dockerfile, DockerfileError> {
     w("    PYTHONUNBUFFERED=1 \\");
     w("    PIP_DISABLE_PIP_VERSION_CHECK=1");
     if req.extensions && stack.variant.is_cuda() {
-        if let Some(list) = arch_list(req, &base) {
+        if let Some(list) = arch_list(req, base) {
             let mut c = String::new();
             let mut text = "No GPU is visible while an image builds: name the architectures \
                             extensions are compiled for."
                 .to_string();
-            for e in &compiling {
+            for e in compiling {
                 let own: Vec<&str> = e
                     .env
                     .iter()
@@ -552,6 +665,12 @@ pub fn generate(req: &Request<'_>) -> Result<Dockerfile, DockerfileError> {
             w(&format!("ENV TORCH_CUDA_ARCH_LIST={}", quoted(&list)));
         }
     }
+}
+
+/// torch, pinned, in its own layer; then what unisolated builds import.
+fn torch_install(t: &mut String, p: &Plan<'_>) {
+    let (stack, pins, index_url) = (p.stack, &p.pins, &p.index_url);
+    let mut w = |s: &str| line(t, s);
     w("");
     let mut c = String::new();
     comment(
@@ -572,7 +691,7 @@ pub fn generate(req: &Request<'_>) -> Result<Dockerfile, DockerfileError> {
         " && printf '%s\\n' {} > {VENV}/constraints-torch.txt",
         pins.join(" ")
     ));
-    let unisolated: Vec<&&ExtensionReq> = compiling.iter().filter(|e| e.needs_torch_at_build).collect();
+    let unisolated = p.unisolated();
     if !unisolated.is_empty() {
         let mut tools: BTreeSet<&str> = ["setuptools", "wheel"].into_iter().collect();
         for e in &unisolated {
@@ -611,6 +730,14 @@ pub fn generate(req: &Request<'_>) -> Result<Dockerfile, DockerfileError> {
             tools.into_iter().collect::<Vec<_>>().join(" ")
         ));
     }
+}
+
+/// The requirements and pyproject.toml's dependencies, and the project itself, in the
+/// order that keeps editing code from reinstalling them.
+fn project_install(t: &mut String, p: &Plan<'_>) {
+    let req = p.req;
+    let mut w = |s: &str| line(t, s);
+    let unisolated = p.unisolated();
     let pip_unisolated = if unisolated.iter().any(|e| !e.pyproject) {
         " --no-build-isolation"
     } else {
@@ -700,6 +827,12 @@ pub fn generate(req: &Request<'_>) -> Result<Dockerfile, DockerfileError> {
         w(c.trim_end());
         w(install);
     }
+}
+
+/// The image's user, and the step that fails the build on a wrong torch.
+fn check_step(t: &mut String, p: &Plan<'_>) {
+    let (stack, cuda_label) = (p.stack, &p.cuda_label);
+    let mut w = |s: &str| line(t, s);
     w(&format!("USER {APP_UID}:{APP_UID}"));
     w("");
     let mut c = String::new();
@@ -712,7 +845,20 @@ pub fn generate(req: &Request<'_>) -> Result<Dockerfile, DockerfileError> {
     let check = torch_check(&stack.torch, cuda_label.as_ref());
     w(&format!("RUN python -c \"{check}\""));
     w("");
+}
 
+/// The labels, in the order written.
+fn labels(p: &Plan<'_>) -> Vec<(String, String)> {
+    let (req, stack, base, python, torch_full, cuda_label, compiling) = (
+        p.req,
+        p.stack,
+        &p.base,
+        p.python,
+        &p.torch_full,
+        &p.cuda_label,
+        &p.compiling,
+    );
+    let local = |v: &dyn std::fmt::Display| p.local(v);
     let mut labels: Vec<(String, String)> = vec![
         (
             "org.opencontainers.image.title".into(),
@@ -765,6 +911,12 @@ pub fn generate(req: &Request<'_>) -> Result<Dockerfile, DockerfileError> {
         labels.push(("io.gpuenv.extensions-from".into(), names.join(",")));
     }
     labels.push(("io.gpuenv.generator".into(), req.generator.clone()));
+    labels
+}
+
+/// The `LABEL` instruction and the command.
+fn write_labels(t: &mut String, labels: &[(String, String)]) {
+    let mut w = |s: &str| line(t, s);
     let width = labels.len();
     for (i, (k, v)) in labels.iter().enumerate() {
         let lead = if i == 0 { "LABEL " } else { "      " };
@@ -773,17 +925,6 @@ pub fn generate(req: &Request<'_>) -> Result<Dockerfile, DockerfileError> {
     }
     w("");
     w("CMD [\"python\"]");
-
-    Ok(Dockerfile {
-        text: t,
-        from: vec![UV_IMAGE.to_string(), base.image.clone()],
-        base,
-        require_cuda: require,
-        pins,
-        index_url,
-        labels,
-        extensions_from: req.extensions_from.to_vec(),
-    })
 }
 
 /// An image name with its registry made explicit (`docker.io/nvidia/cuda:...`), as the

@@ -324,11 +324,22 @@ pub fn data_disk(host: &HostReport) -> Option<&crate::host::Mount> {
 
 /// `gpuenv doctor`: every check, in [`CHECKS`] order.
 pub fn doctor(db: &Db, host: &HostReport, opts: &DoctorOptions) -> Vec<Check> {
-    let mut out = Vec::new();
-    let machine = machine_query(db, host);
+    let (asks, unknown) = host_gpus(db, host);
+    let mut out = vec![
+        gpus_visible(host),
+        driver_module(host),
+        gpus_known(host, &asks, &unknown),
+        gpu_health(host),
+    ];
+    out.extend(torch_checks(db, host, &unknown));
+    out.push(container_runtime(host));
+    out.push(disk_free(host, opts));
+    out
+}
 
-    // GPUs visible.
-    out.push(match host.gpus.len() {
+/// `gpus-visible`.
+fn gpus_visible(host: &HostReport) -> Check {
+    match host.gpus.len() {
         0 => check("gpus-visible", Verdict::Fail, no_gpu_cause(host)),
         n => check(
             "gpus-visible",
@@ -339,32 +350,33 @@ pub fn doctor(db: &Db, host: &HostReport, opts: &DoctorOptions) -> Vec<Check> {
                 host.gpus_source.as_deref().unwrap_or("?")
             ),
         ),
-    });
+    }
+}
 
-    out.push(driver_module(host));
-
-    // GPUs in the database.
-    let (asks, unknown) = host_gpus(db, host);
+/// `gpus-known`: `asks` and `unknown` are [`host_gpus`]'s answer.
+fn gpus_known(host: &HostReport, asks: &[GpuAsk], unknown: &[String]) -> Check {
     if host.gpus.is_empty() {
-        out.push(check("gpus-known", Verdict::Skip, "no GPU to look up"));
+        check("gpus-known", Verdict::Skip, "no GPU to look up")
     } else if unknown.is_empty() {
         let names: Vec<String> = asks
             .iter()
             .map(|a| format!("{}x {} ({})", a.count, a.gpu.name, a.gpu.compute_capability.sm()))
             .collect();
-        out.push(check("gpus-known", Verdict::Pass, names.join(", ")));
+        check("gpus-known", Verdict::Pass, names.join(", "))
     } else {
-        out.push(check(
+        check(
             "gpus-known",
             Verdict::Warn,
             format!(
                 "not in compat-db: {}; their architecture cannot be checked against torch builds",
                 unknown.join(", ")
             ),
-        ));
+        )
     }
+}
 
-    // GPU health.
+/// `gpu-health`.
+fn gpu_health(host: &HostReport) -> Check {
     let mut health = Vec::new();
     let mut worst = Verdict::Pass;
     for g in &host.gpus {
@@ -394,7 +406,7 @@ pub fn doctor(db: &Db, host: &HostReport, opts: &DoctorOptions) -> Vec<Check> {
             ));
         }
     }
-    out.push(if host.gpus.is_empty() {
+    if host.gpus.is_empty() {
         check("gpu-health", Verdict::Skip, "no GPU")
     } else if health.is_empty() {
         check(
@@ -404,9 +416,13 @@ pub fn doctor(db: &Db, host: &HostReport, opts: &DoctorOptions) -> Vec<Check> {
         )
     } else {
         check("gpu-health", worst, health.join("; "))
-    });
+    }
+}
 
-    // Installed torch, per Python.
+/// The four checks about an installed torch (`torch-stack`, `cuda-available`, `nvcc-torch`,
+/// `cudnn-shadowing`), for each Python that has one; skipped together, with the same
+/// reason, when none has.
+fn torch_checks(db: &Db, host: &HostReport, unknown: &[String]) -> Vec<Check> {
     let with_torch: Vec<_> = host.pythons.iter().filter(|p| p.torch.is_some()).collect();
     if with_torch.is_empty() {
         let why = if host.pythons.is_empty() {
@@ -421,99 +437,117 @@ pub fn doctor(db: &Db, host: &HostReport, opts: &DoctorOptions) -> Vec<Check> {
                     .join(", ")
             )
         };
-        out.push(check("torch-stack", Verdict::Skip, why.clone()));
-        out.push(check("cuda-available", Verdict::Skip, why.clone()));
-        out.push(check("nvcc-torch", Verdict::Skip, why.clone()));
-        out.push(check("cudnn-shadowing", Verdict::Skip, why));
-    } else {
-        for p in &with_torch {
-            let t = p.torch.as_ref().expect("filtered");
-            let py = p
-                .version
-                .as_deref()
-                .map(|v| v.split('.').take(2).collect::<Vec<_>>().join("."))
-                .unwrap_or_default();
-            let installed = Installed {
-                version: t.version.clone(),
-                cuda: t.cuda.clone(),
-                arch_list: t.arch_list.clone(),
-                python: py.clone(),
-            };
-            let what = format!(
-                "torch {} (CUDA {}) in {} (Python {py})",
-                t.version,
-                t.cuda.as_deref().unwrap_or("none: a CPU build"),
-                p.path
-            );
-            match judge_installed(db, &machine, &installed) {
-                // A CUDA build with no usable GPU runs nowhere, whatever the resolver makes
-                // of the driver alone: say why no GPU is usable.
-                judged if t.cuda.is_some() && host.gpus.is_empty() => {
-                    let mut c = check(
-                        "torch-stack",
-                        Verdict::Fail,
-                        format!("{what}: cannot run on a GPU here: {}", no_gpu_because(host)),
-                    );
-                    if let Ok(stack) = judged {
-                        c.findings = stack
-                            .findings
-                            .iter()
-                            .filter(|f| f.severity > crate::resolve::Severity::Info)
-                            .cloned()
-                            .collect();
-                    }
-                    out.push(c);
-                }
-                Ok(stack) => {
-                    let mut verdict = match stack.status {
-                        Status::Compatible => Verdict::Pass,
-                        Status::Conditional => Verdict::Warn,
-                        Status::Incompatible => Verdict::Fail,
-                    };
-                    let mut reason = format!("{what}: {}", stack.status);
-                    // A pass needs every fact it rests on.
-                    if t.cuda.is_some() && verdict == Verdict::Pass {
-                        if !unknown.is_empty() {
-                            verdict = Verdict::Warn;
-                            reason.push_str(&format!(
-                                "; not checked against {}: not in compat-db, so its architecture is unknown",
-                                unknown.join(", ")
-                            ));
-                        }
-                        if host.driver.is_none() {
-                            verdict = Verdict::Warn;
-                            reason.push_str("; the driver's version is unknown, so torch's CUDA was not checked against it");
-                        }
-                    }
-                    let mut c = check("torch-stack", verdict, reason);
-                    c.findings = stack
-                        .findings
-                        .iter()
-                        .filter(|f| {
-                            f.severity > crate::resolve::Severity::Info
-                                || f.code.starts_with("driver-")
-                                || f.code == "gpu-sass"
-                        })
-                        .cloned()
-                        .collect();
-                    out.push(c);
-                }
-                Err(e) => out.push(check(
-                    "torch-stack",
-                    Verdict::Warn,
-                    format!("torch {} in {}: cannot be judged: {e}", t.version, p.path),
-                )),
-            }
-            out.push(cuda_available(host, p, t));
-            out.push(nvcc_torch(host, t));
-            out.push(cudnn_shadowing(host, p, t));
-        }
+        return vec![
+            check("torch-stack", Verdict::Skip, why.clone()),
+            check("cuda-available", Verdict::Skip, why.clone()),
+            check("nvcc-torch", Verdict::Skip, why.clone()),
+            check("cudnn-shadowing", Verdict::Skip, why),
+        ];
     }
+    let machine = machine_query(db, host);
+    let mut out = Vec::new();
+    for p in &with_torch {
+        let t = p.torch.as_ref().expect("filtered");
+        out.push(torch_stack(db, host, &machine, unknown, p, t));
+        out.push(cuda_available(host, p, t));
+        out.push(nvcc_torch(host, t));
+        out.push(cudnn_shadowing(host, p, t));
+    }
+    out
+}
 
-    out.push(container_runtime(host));
+/// `torch-stack` for one Python's torch: the resolver's judgement of it on this machine.
+fn torch_stack(
+    db: &Db,
+    host: &HostReport,
+    machine: &Query,
+    unknown: &[String],
+    p: &crate::host::PythonEnv,
+    t: &crate::host::TorchProbe,
+) -> Check {
+    let py = p
+        .version
+        .as_deref()
+        .map(|v| v.split('.').take(2).collect::<Vec<_>>().join("."))
+        .unwrap_or_default();
+    let installed = Installed {
+        version: t.version.clone(),
+        cuda: t.cuda.clone(),
+        arch_list: t.arch_list.clone(),
+        python: py.clone(),
+    };
+    let what = format!(
+        "torch {} (CUDA {}) in {} (Python {py})",
+        t.version,
+        t.cuda.as_deref().unwrap_or("none: a CPU build"),
+        p.path
+    );
+    match judge_installed(db, machine, &installed) {
+        // A CUDA build with no usable GPU runs nowhere, whatever the resolver makes
+        // of the driver alone: say why no GPU is usable.
+        judged if t.cuda.is_some() && host.gpus.is_empty() => {
+            let mut c = check(
+                "torch-stack",
+                Verdict::Fail,
+                format!("{what}: cannot run on a GPU here: {}", no_gpu_because(host)),
+            );
+            if let Ok(stack) = judged {
+                c.findings = stack
+                    .findings
+                    .iter()
+                    .filter(|f| f.severity > crate::resolve::Severity::Info)
+                    .cloned()
+                    .collect();
+            }
+            c
+        }
+        Ok(stack) => {
+            let mut verdict = match stack.status {
+                Status::Compatible => Verdict::Pass,
+                Status::Conditional => Verdict::Warn,
+                Status::Incompatible => Verdict::Fail,
+            };
+            let mut reason = format!("{what}: {}", stack.status);
+            // A pass needs every fact it rests on.
+            if t.cuda.is_some() && verdict == Verdict::Pass {
+                if !unknown.is_empty() {
+                    verdict = Verdict::Warn;
+                    reason.push_str(&format!(
+                        "; not checked against {}: not in compat-db, so its architecture is unknown",
+                        unknown.join(", ")
+                    ));
+                }
+                if host.driver.is_none() {
+                    verdict = Verdict::Warn;
+                    reason.push_str(
+                        "; the driver's version is unknown, so torch's CUDA was not checked against it",
+                    );
+                }
+            }
+            let mut c = check("torch-stack", verdict, reason);
+            c.findings = stack
+                .findings
+                .iter()
+                .filter(|f| {
+                    f.severity > crate::resolve::Severity::Info
+                        || f.code.starts_with("driver-")
+                        || f.code == "gpu-sass"
+                })
+                .cloned()
+                .collect();
+            c
+        }
+        Err(e) => check(
+            "torch-stack",
+            Verdict::Warn,
+            format!("torch {} in {}: cannot be judged: {e}", t.version, p.path),
+        ),
+    }
+}
 
-    // Disk.
-    out.push(match data_disk(host) {
+/// `disk-free`: room on the [`data_disk`].
+fn disk_free(host: &HostReport, opts: &DoctorOptions) -> Check {
+    match data_disk(host) {
         None => check("disk-free", Verdict::Skip, "no filesystem information"),
         Some(m) => {
             let free = gb(m.avail_kib);
@@ -543,8 +577,7 @@ pub fn doctor(db: &Db, host: &HostReport, opts: &DoctorOptions) -> Vec<Check> {
                 check("disk-free", Verdict::Pass, text)
             }
         }
-    });
-    out
+    }
 }
 
 /// What to do about a driver whose user space and kernel module differ.
