@@ -11,6 +11,7 @@
 //! check never passes on a fact it does not have: an unknown user-space driver, GPUs the
 //! database lacks, or no usable GPU turn a pass into a skip, a warning or a failure.
 
+use crate::resolve::Code;
 use serde::{Deserialize, Serialize};
 
 use crate::db::Db;
@@ -529,9 +530,19 @@ fn torch_stack(
                 .findings
                 .iter()
                 .filter(|f| {
+                    // What the driver and the kernels say, whatever their weight.
                     f.severity > crate::resolve::Severity::Info
-                        || f.code.starts_with("driver-")
-                        || f.code == "gpu-sass"
+                        || matches!(
+                            f.code,
+                            Code::DriverNative
+                                | Code::DriverMinorVersionCompat
+                                | Code::DriverForwardCompat
+                                | Code::DriverTooOld
+                                | Code::DriverUnsupportedGpu
+                                | Code::DriverBranchUnknown
+                                | Code::DriverEndOfLife
+                                | Code::GpuSass
+                        )
                 })
                 .cloned()
                 .collect();

@@ -1,5 +1,6 @@
 //! `gpuenv query`: the answer as a table with reasons, or as JSON.
 
+use crate::resolve::Code;
 use std::io::{self, Write};
 
 use super::doc::QueryDoc;
@@ -112,7 +113,7 @@ fn note(s: &Stack) -> String {
         .findings
         .iter()
         .filter(|f| f.severity >= Severity::Conditional)
-        .map(|f| f.code)
+        .map(|f| f.code.as_str())
         .collect::<Vec<_>>();
     if !worst.is_empty() {
         let mut w = worst;
@@ -120,7 +121,7 @@ fn note(s: &Stack) -> String {
         return w.join(", ");
     }
     match &s.needs.driver_native {
-        Some(d) if s.findings.iter().any(|f| f.code == "needs-driver") => format!("needs driver >= {d}"),
+        Some(d) if s.findings.iter().any(|f| f.code == Code::NeedsDriver) => format!("needs driver >= {d}"),
         _ => "native".into(),
     }
 }
@@ -189,7 +190,7 @@ pub fn query(out: &mut dyn Write, q: &Query, a: &Answer, opts: &QueryOpts) -> io
             Status::Incompatible => "incompatible",
         },
     )?;
-    let unknown = a.findings.iter().any(|f| f.code == "torch-release-unknown");
+    let unknown = a.findings.iter().any(|f| f.code == Code::TorchReleaseUnknown);
     writeln!(
         out,
         "{}",
@@ -272,7 +273,7 @@ pub fn query(out: &mut dyn Write, q: &Query, a: &Answer, opts: &QueryOpts) -> io
                 .findings
                 .iter()
                 .filter(|f| f.severity == Severity::Conditional)
-                .map(|f| f.code)
+                .map(|f| f.code.as_str())
                 .collect();
             writeln!(out)?;
             writeln!(

@@ -3,14 +3,14 @@
 //! A code names one rule outcome and never changes meaning; renaming one is a visible
 //! change of the contract (a test snapshots this list and fails on duplicates).
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 
 /// Declares the finding codes once: the [`Code`] enum (each variant serialized as its
 /// kebab-case code), and [`CODES`], the public list with what each means.
 macro_rules! codes {
     ($($variant:ident = $code:literal: $meaning:literal,)*) => {
         /// A finding code: one rule outcome, serialized as its stable kebab-case name.
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
         pub enum Code {
             $(
                 #[doc = $meaning]
@@ -95,19 +95,44 @@ codes! {
     DbMayBeStale = "db-may-be-stale": "compat-db is more than 90 days old and the question names a torch or driver newer than any it knows: releases since may change the answer",
 }
 
+/// Read back, a code the list lacks is an error that names it.
+impl<'de> Deserialize<'de> for Code {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Code, D::Error> {
+        let word = crate::model::known::one_of(d, "finding code", CODES.iter().map(|(c, _)| *c))?;
+        // CODES and Code::ALL are declared together, so the word always has its variant.
+        Code::ALL
+            .iter()
+            .copied()
+            .find(|c| c.as_str() == word)
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown finding code `{word}`")))
+    }
+}
+
 impl std::fmt::Display for Code {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
     }
 }
 
-/// Deserializes a finding code: the registered `&'static str` equal to it, or an error
-/// naming a code [`CODES`] lacks.
-pub fn deserialize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<&'static str, D::Error> {
-    crate::model::known::one_of(d, "finding code", CODES.iter().map(|(c, _)| *c))
-}
-
 /// Whether `code` is a known finding code.
 pub fn is_known(code: &str) -> bool {
     CODES.iter().any(|(c, _)| *c == code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_code_is_written_as_its_listed_name_and_reads_back() {
+        assert_eq!(Code::ALL.len(), CODES.len());
+        for (code, (listed, _)) in Code::ALL.iter().zip(CODES) {
+            assert_eq!(code.as_str(), *listed);
+            let json = serde_json::to_string(code).unwrap();
+            assert_eq!(json, format!("\"{listed}\""));
+            assert_eq!(serde_json::from_str::<Code>(&json).unwrap(), *code);
+        }
+        let e = serde_json::from_str::<Code>("\"driver-too-young\"").unwrap_err();
+        assert!(e.to_string().contains("driver-too-young"), "{e}");
+    }
 }

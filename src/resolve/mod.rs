@@ -12,6 +12,7 @@
 //! Pythons each), and users want every option with its reasons, not one pick.
 
 pub mod codes;
+pub use codes::Code;
 pub mod extensions;
 pub mod graph;
 mod index;
@@ -182,8 +183,7 @@ impl Severity {
 pub struct Finding {
     /// Stable kebab-case code (see [`codes::CODES`]); read back, a code the list lacks is
     /// an error.
-    #[serde(deserialize_with = "codes::deserialize")]
-    pub code: crate::model::known::Word,
+    pub code: Code,
     /// How much it weighs.
     pub severity: Severity,
     /// What was found, in a sentence.
@@ -201,9 +201,8 @@ pub struct Finding {
 
 impl Finding {
     /// A finding with no facts, source or mark yet; every finding, the resolver's and
-    /// `verify`'s, starts here, its code checked against [`codes::CODES`] in debug builds.
-    pub fn new(code: &'static str, severity: Severity, message: String) -> Finding {
-        debug_assert!(codes::is_known(code), "unregistered finding code {code}");
+    /// `verify`'s, starts here.
+    pub fn new(code: Code, severity: Severity, message: String) -> Finding {
         Finding {
             code,
             severity,

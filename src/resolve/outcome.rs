@@ -12,7 +12,7 @@ use std::borrow::Cow;
 use super::graph::{Edge, Node};
 use super::index::{CudaLine, Index};
 use super::rules::{DriverOutcome, Kernels, NvccTarget, TagEntry};
-use super::{Finding, Needs, Origin, Query, Severity, Status};
+use super::{Code, Finding, Needs, Origin, Query, Severity, Status};
 use crate::db::{
     BranchType, CudaRelease, DriverBranch, Gpu, PythonRelease, Segment, TorchRelease, TorchVariant,
 };
@@ -184,7 +184,7 @@ pub(crate) struct Render<'r> {
 /// The code and weight of a finding, before its sentence.
 #[derive(Clone, Copy)]
 struct Head {
-    code: &'static str,
+    code: Code,
     severity: Severity,
 }
 
@@ -197,48 +197,48 @@ impl Head {
 impl Outcome<'_> {
     /// The decision: the finding's code and weight, `None` where the outcome makes no
     /// finding (an edge only, or a check that passed silently).
-    pub(crate) fn rule(&self) -> Option<(&'static str, Severity)> {
+    pub(crate) fn rule(&self) -> Option<(Code, Severity)> {
         use Severity::{Conditional as Cond, Incompatible as Inc, Info, Warning as Warn};
         Some(match self {
-            Outcome::GlibcTooOld { .. } => ("glibc-too-old", Inc),
-            Outcome::CpuBuild => ("cpu-build", Warn),
-            Outcome::NoCudaDevice { .. } => ("no-cuda-device", Inc),
+            Outcome::GlibcTooOld { .. } => (Code::GlibcTooOld, Inc),
+            Outcome::CpuBuild => (Code::CpuBuild, Warn),
+            Outcome::NoCudaDevice { .. } => (Code::NoCudaDevice, Inc),
             Outcome::BuiltWith { .. } | Outcome::Bundles { .. } => return None,
-            Outcome::CudaPending { .. } => ("cuda-facts-pending", Cond),
-            Outcome::CudaUnknown { .. } => ("cuda-unknown", Cond),
+            Outcome::CudaPending { .. } => (Code::CudaFactsPending, Cond),
+            Outcome::CudaUnknown { .. } => (Code::CudaUnknown, Cond),
             Outcome::Kernels { kernels, .. } => match kernels {
-                Kernels::Sass(_) => ("gpu-sass", Info),
-                Kernels::Ptx(_) => ("gpu-ptx-jit", Cond),
-                Kernels::Unknown => ("gpu-arch-list-unknown", Cond),
-                Kernels::None => ("gpu-no-kernels", Inc),
+                Kernels::Sass(_) => (Code::GpuSass, Info),
+                Kernels::Ptx(_) => (Code::GpuPtxJit, Cond),
+                Kernels::Unknown => (Code::GpuArchListUnknown, Cond),
+                Kernels::None => (Code::GpuNoKernels, Inc),
             },
-            Outcome::GpuHostArch { .. } => ("gpu-host-aarch64", Warn),
-            Outcome::DriverBranchAssumed { .. } => ("driver-branch-unknown", Warn),
+            Outcome::GpuHostArch { .. } => (Code::GpuHostAarch64, Warn),
+            Outcome::DriverBranchAssumed { .. } => (Code::DriverBranchUnknown, Warn),
             Outcome::DriverDrives { drives: true, .. } => return None,
-            Outcome::DriverDrives { drives: false, .. } => ("driver-unsupported-gpu", Inc),
-            Outcome::DriverEndOfLife { .. } => ("driver-end-of-life", Warn),
-            Outcome::NeedsDriver { .. } => ("needs-driver", Info),
+            Outcome::DriverDrives { drives: false, .. } => (Code::DriverUnsupportedGpu, Inc),
+            Outcome::DriverEndOfLife { .. } => (Code::DriverEndOfLife, Warn),
+            Outcome::NeedsDriver { .. } => (Code::NeedsDriver, Info),
             Outcome::Driver { outcome, .. } => match outcome {
-                DriverOutcome::Native => ("driver-native", Info),
-                DriverOutcome::MinorCompat => ("driver-minor-version-compat", Cond),
-                DriverOutcome::ForwardCompat(_) => ("driver-forward-compat", Cond),
-                DriverOutcome::FcGpuNotEligible(_) => ("forward-compat-gpu-not-eligible", Inc),
-                DriverOutcome::PtxJitNeedsNewer => ("ptx-jit-needs-newer-driver", Inc),
-                DriverOutcome::TooOld => ("driver-too-old", Inc),
+                DriverOutcome::Native => (Code::DriverNative, Info),
+                DriverOutcome::MinorCompat => (Code::DriverMinorVersionCompat, Cond),
+                DriverOutcome::ForwardCompat(_) => (Code::DriverForwardCompat, Cond),
+                DriverOutcome::FcGpuNotEligible(_) => (Code::ForwardCompatGpuNotEligible, Inc),
+                DriverOutcome::PtxJitNeedsNewer => (Code::PtxJitNeedsNewerDriver, Inc),
+                DriverOutcome::TooOld => (Code::DriverTooOld, Inc),
             },
-            Outcome::NvccMajorMismatch { .. } => ("nvcc-major-mismatch", Inc),
-            Outcome::NvccNotExact { .. } => ("extension-nvcc-not-exact", Inc),
-            Outcome::NvccMinorMismatch { .. } => ("nvcc-minor-mismatch", Warn),
-            Outcome::NvccUnavailable { .. } => ("nvcc-unavailable", Inc),
-            Outcome::ExtensionsNvcc { .. } => ("extensions-nvcc", Info),
+            Outcome::NvccMajorMismatch { .. } => (Code::NvccMajorMismatch, Inc),
+            Outcome::NvccNotExact { .. } => (Code::ExtensionNvccNotExact, Inc),
+            Outcome::NvccMinorMismatch { .. } => (Code::NvccMinorMismatch, Warn),
+            Outcome::NvccUnavailable { .. } => (Code::NvccUnavailable, Inc),
+            Outcome::ExtensionsNvcc { .. } => (Code::ExtensionsNvcc, Info),
             Outcome::NvccGpu { target, .. } => match target {
                 NvccTarget::Sass => return None,
-                NvccTarget::PtxOnly(_) => ("nvcc-ptx-only", Cond),
-                NvccTarget::None => ("nvcc-no-gpu-arch", Inc),
+                NvccTarget::PtxOnly(_) => (Code::NvccPtxOnly, Cond),
+                NvccTarget::None => (Code::NvccNoGpuArch, Inc),
             },
-            Outcome::PythonNoWheel { .. } => ("python-no-wheel", Inc),
-            Outcome::PythonWheel { .. } => ("python-wheel", Info),
-            Outcome::PythonEndOfLife { .. } => ("python-end-of-life", Warn),
+            Outcome::PythonNoWheel { .. } => (Code::PythonNoWheel, Inc),
+            Outcome::PythonWheel { .. } => (Code::PythonWheel, Info),
+            Outcome::PythonEndOfLife { .. } => (Code::PythonEndOfLife, Warn),
         })
     }
 

@@ -7,6 +7,7 @@
 //! Pruning: the rules that do not depend on Python (driver, GPU, glibc, extensions) are
 //! evaluated once per build and shared by its Pythons.
 
+use crate::resolve::Code;
 use std::borrow::Cow;
 use std::sync::Arc;
 
@@ -813,8 +814,9 @@ pub(crate) fn no_build_findings(ix: &Index<'_>, q: &Query) -> Vec<Finding> {
             msg.push_str(&format!(". Builds matching the torch pins: {}", shown.join("; ")));
         }
     }
-    let mut out =
-        vec![Finding::new("no-matching-build", Severity::Incompatible, msg).fact("asked", parts.join("; "))];
+    let mut out = vec![
+        Finding::new(Code::NoMatchingBuild, Severity::Incompatible, msg).fact("asked", parts.join("; ")),
+    ];
     out.extend(cuda_no_build(ix, q, &pinned));
     out
 }
@@ -873,7 +875,7 @@ fn cuda_no_build(ix: &Index<'_>, q: &Query, pinned: &[&TorchRelease]) -> Option<
         ));
     }
     Some(
-        Finding::new("cuda-no-build", Severity::Incompatible, msg)
+        Finding::new(Code::CudaNoBuild, Severity::Incompatible, msg)
             .fact("cuda", spec)
             .fact("builds", list.join(" ")),
     )
@@ -910,7 +912,7 @@ pub(crate) fn currency_findings(ix: &Index<'_>, q: &Query) -> Vec<Finding> {
             if !known {
                 out.push(
                     Finding::new(
-                        "torch-release-unknown",
+                        Code::TorchReleaseUnknown,
                         Severity::Warning,
                         format!(
                             "compat-db knows no torch release matching {}: its newest torch is {} (database dated {date_text}), so the release asked for is not judged, neither compatible nor incompatible. If it has been released, `gpuenv db refresh` proposes its records from PyPI, and `--db DIR` answers from an updated copy of the database",
@@ -939,7 +941,7 @@ pub(crate) fn currency_findings(ix: &Index<'_>, q: &Query) -> Vec<Finding> {
             let age = today.days() - d.days();
             out.push(
                 Finding::new(
-                    "db-may-be-stale",
+                    Code::DbMayBeStale,
                     Severity::Warning,
                     format!(
                         "compat-db is dated {d}, {age} days before today ({today}), and the question goes past what it knows: {}. Releases since then may change this answer. Update it: `gpuenv db refresh` proposes new torch records from PyPI, and `--db DIR` answers from an updated copy of the database",

@@ -7,6 +7,7 @@ use proptest::prelude::*;
 use super::*;
 use crate::db::{BranchType, FormFactor, Segment, Source, TorchVariant};
 use crate::model::{Architecture, ComputeCapability, CudaVersion, Manylinux, PythonTag, Variant};
+use crate::resolve::Code;
 
 fn src() -> Vec<Source> {
     vec![Source {
@@ -176,7 +177,7 @@ fn ask(g: Gpu) -> GpuAsk {
     GpuAsk { gpu: g, count: 1 }
 }
 
-fn codes_of(a: &Answer) -> Vec<&'static str> {
+fn codes_of(a: &Answer) -> Vec<Code> {
     a.stacks[0].findings.iter().map(|f| f.code).collect()
 }
 
@@ -195,7 +196,7 @@ fn ptx_jit_on_a_newer_major() {
     };
     let a = resolve(&db, &q);
     assert_eq!(a.verdict, Status::Conditional);
-    assert!(codes_of(&a).contains(&"gpu-ptx-jit"));
+    assert!(codes_of(&a).contains(&Code::GpuPtxJit));
 }
 
 #[test]
@@ -214,7 +215,7 @@ fn ptx_jit_is_not_available_under_minor_version_compatibility() {
     };
     let a = resolve(&db, &q);
     assert!(
-        codes_of(&a).contains(&"driver-minor-version-compat"),
+        codes_of(&a).contains(&Code::DriverMinorVersionCompat),
         "{:?}",
         codes_of(&a)
     );
@@ -231,7 +232,7 @@ fn ptx_jit_is_not_available_under_minor_version_compatibility() {
     let a = resolve(&db2, &q);
     assert_eq!(a.verdict, Status::Incompatible);
     assert!(
-        codes_of(&a).contains(&"ptx-jit-needs-newer-driver"),
+        codes_of(&a).contains(&Code::PtxJitNeedsNewerDriver),
         "{:?}",
         codes_of(&a)
     );
@@ -262,14 +263,14 @@ fn nvcc_on_the_host_must_match_the_major() {
         ..Query::default()
     };
     let a = resolve(&db, &q);
-    assert!(codes_of(&a).contains(&"nvcc-major-mismatch"));
+    assert!(codes_of(&a).contains(&Code::NvccMajorMismatch));
     let q = Query {
         nvcc: Some("12.4".parse().unwrap()),
         ..Query::default()
     };
     let a = resolve(&db, &q);
     assert_eq!(a.verdict, Status::Compatible);
-    assert!(codes_of(&a).contains(&"nvcc-minor-mismatch"));
+    assert!(codes_of(&a).contains(&Code::NvccMinorMismatch));
 }
 
 #[test]
@@ -299,7 +300,7 @@ fn a_package_that_needs_torchs_exact_cuda_refuses_another_minor_on_the_host() {
     let f = a.stacks[0]
         .findings
         .iter()
-        .find(|f| f.code == "extension-nvcc-not-exact")
+        .find(|f| f.code == Code::ExtensionNvccNotExact)
         .expect("the exact-CUDA finding");
     assert!(
         f.message.contains(
@@ -317,7 +318,7 @@ fn a_package_that_needs_torchs_exact_cuda_refuses_another_minor_on_the_host() {
     };
     let a = resolve(&db, &q);
     assert_eq!(a.verdict, Status::Compatible);
-    assert!(codes_of(&a).contains(&"nvcc-minor-mismatch"));
+    assert!(codes_of(&a).contains(&Code::NvccMinorMismatch));
     assert!(verdicts(&ix, &q).iter().all(|v| v.status == Status::Compatible));
     // And torch's own CUDA is accepted.
     let q = Query {
@@ -338,7 +339,7 @@ fn an_unknown_branch_assumes_the_nearest_older() {
         ..Query::default()
     };
     let a = resolve(&db, &q);
-    assert!(codes_of(&a).contains(&"driver-branch-unknown"));
+    assert!(codes_of(&a).contains(&Code::DriverBranchUnknown));
     assert_eq!(a.verdict, Status::Compatible);
 }
 
@@ -523,7 +524,7 @@ proptest! {
             .stacks
             .iter()
             .map(|s| {
-                let py = if s.findings.iter().any(|f| f.code == "python-no-wheel") { "-".to_string() } else { s.python.clone() };
+                let py = if s.findings.iter().any(|f| f.code == Code::PythonNoWheel) { "-".to_string() } else { s.python.clone() };
                 (s.torch.to_string(), s.variant, py, s.status)
             })
             .collect();
@@ -549,7 +550,7 @@ proptest! {
         // Every finding code is registered.
         for s in &answer.stacks {
             for f in s.findings.iter() {
-                prop_assert!(codes::is_known(f.code), "{}", f.code);
+                prop_assert!(codes::is_known(f.code.as_str()), "{}", f.code);
             }
         }
     }
@@ -612,7 +613,11 @@ fn a_toolkit_with_pending_facts_is_not_judged() {
         };
         let a = resolve(&db, &q);
         assert_ne!(a.verdict, Status::Compatible, "{driver}");
-        assert!(codes_of(&a).contains(&"cuda-facts-pending"), "{:?}", codes_of(&a));
+        assert!(
+            codes_of(&a).contains(&Code::CudaFactsPending),
+            "{:?}",
+            codes_of(&a)
+        );
         assert!(a.stacks[0].needs.driver_native.is_none());
     }
 }
@@ -638,7 +643,7 @@ fn an_installed_build_is_judged_whatever_its_variant() {
     // A CPU build installed is what there is: judged, not refused as "not asked for".
     let cpu = judge_installed(db, &machine, &installed("2.5.1+cpu", None)).unwrap();
     assert_eq!(cpu.variant, crate::model::Variant::Cpu);
-    assert!(cpu.findings.iter().any(|f| f.code == "cpu-build"));
+    assert!(cpu.findings.iter().any(|f| f.code == Code::CpuBuild));
     let cuda = judge_installed(db, &machine, &installed("2.5.1+cu124", Some("12.4"))).unwrap();
     assert_eq!(cuda.status, Status::Compatible);
     // On a machine found to have no GPU, the CUDA build fails and the CPU build does not.
@@ -648,7 +653,7 @@ fn an_installed_build_is_judged_whatever_its_variant() {
     };
     let cuda = judge_installed(db, &none, &installed("2.5.1+cu124", Some("12.4"))).unwrap();
     assert_eq!(cuda.status, Status::Incompatible);
-    assert!(cuda.findings.iter().any(|f| f.code == "no-cuda-device"));
+    assert!(cuda.findings.iter().any(|f| f.code == Code::NoCudaDevice));
     let cpu = judge_installed(db, &none, &installed("2.5.1", None)).unwrap();
     assert_eq!(cpu.status, Status::Compatible);
 }
@@ -662,7 +667,7 @@ fn pin(spec: &str) -> Pin {
     }
 }
 
-fn answer_codes(a: &Answer) -> Vec<&'static str> {
+fn answer_codes(a: &Answer) -> Vec<Code> {
     a.findings.iter().map(|f| f.code).collect()
 }
 
@@ -690,12 +695,12 @@ fn an_unknown_newer_torch_is_not_judged_whatever_the_date() {
         let a = resolve(&db, &q);
         assert!(a.stacks.is_empty(), "{today}");
         let codes = answer_codes(&a);
-        assert!(codes.contains(&"torch-release-unknown"), "{today}: {codes:?}");
-        assert!(codes.contains(&"no-matching-build"), "{today}: {codes:?}");
+        assert!(codes.contains(&Code::TorchReleaseUnknown), "{today}: {codes:?}");
+        assert!(codes.contains(&Code::NoMatchingBuild), "{today}: {codes:?}");
         let unknown = a
             .findings
             .iter()
-            .find(|f| f.code == "torch-release-unknown")
+            .find(|f| f.code == Code::TorchReleaseUnknown)
             .unwrap();
         assert_eq!(unknown.severity, Severity::Warning);
         assert!(unknown.message.contains("not judged"), "{}", unknown.message);
@@ -721,12 +726,12 @@ fn a_stale_database_says_so_only_when_asked_past_it() {
         today: Some(today.parse().unwrap()),
         ..Query::default()
     };
-    let stale = |a: &Answer| answer_codes(a).contains(&"db-may-be-stale");
+    let stale = |a: &Answer| answer_codes(a).contains(&Code::DbMayBeStale);
 
     // 2026-12-01 is 183 days after the database's date.
     let a = resolve(&db, &q("==2.8.*", None, "2026-12-01"));
     assert!(stale(&a));
-    let f = a.findings.iter().find(|f| f.code == "db-may-be-stale").unwrap();
+    let f = a.findings.iter().find(|f| f.code == Code::DbMayBeStale).unwrap();
     assert_eq!(f.facts["age_days"], "183");
     assert!(
         f.message.contains("gpuenv db refresh") && f.message.contains("--db DIR"),
@@ -743,7 +748,7 @@ fn a_stale_database_says_so_only_when_asked_past_it() {
     assert_eq!(fresh.verdict, Status::Compatible);
     assert_eq!(old.verdict, fresh.verdict);
     assert_eq!(old.stacks.len(), fresh.stacks.len());
-    assert!(!answer_codes(&old).contains(&"torch-release-unknown"));
+    assert!(!answer_codes(&old).contains(&Code::TorchReleaseUnknown));
 
     // A driver of a branch newer than any record.
     assert!(stale(&resolve(&db, &q("==2.7.0", Some("590.10"), "2026-12-01"))));
@@ -780,7 +785,7 @@ fn a_recorded_glibc_floor_above_the_tag_decides() {
     let f = a.stacks[0]
         .findings
         .iter()
-        .find(|f| f.code == "glibc-too-old")
+        .find(|f| f.code == Code::GlibcTooOld)
         .unwrap();
     assert_eq!(f.facts["needs_glibc"], "2.17");
     assert_eq!(f.facts["needs_glibc_from"], "wheel-symbols");
@@ -794,7 +799,7 @@ fn a_recorded_glibc_floor_above_the_tag_decides() {
             .all(|v| v.status == Status::Incompatible)
     );
     let a = resolve(&db, &q("2.17"));
-    assert!(!a.stacks[0].findings.iter().any(|f| f.code == "glibc-too-old"));
+    assert!(!a.stacks[0].findings.iter().any(|f| f.code == Code::GlibcTooOld));
 }
 
 /// The fast path and the findings are two views of the same rule outcomes: across the

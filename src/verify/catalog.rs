@@ -11,6 +11,7 @@ use super::{ForwardCompat, Origin, Target, Verification, judge_target};
 use crate::db::{Db, Image, ImageFamily};
 use crate::image::detect::{ImageFacts, OsFacts, PythonFacts, TorchFacts};
 use crate::model::Sourced;
+use crate::resolve::Code;
 use crate::resolve::{Finding, Index, Severity, Status};
 
 /// The facts a record gives, each sourced to it (`compat-db image/ngc-24.08`), and the
@@ -121,7 +122,7 @@ pub fn judge(db: &Db, rec: &Image, written: &str, target: &Target) -> Verificati
     );
     if rec.require_cuda.is_none() {
         findings.push(Finding::new(
-            "catalog-fact-missing",
+            Code::CatalogFactMissing,
             Severity::Warning,
             format!(
                 "compat-db's record image/{} does not say what NVIDIA_REQUIRE_CUDA the image sets, so whether the NVIDIA runtime starts it on {} is not judged; `gpuenv verify` reads it from the image",
@@ -131,7 +132,7 @@ pub fn judge(db: &Db, rec: &Image, written: &str, target: &Target) -> Verificati
     }
     if rec.family == ImageFamily::Ngc && rec.forward_compat.is_empty() {
         findings.push(Finding::new(
-            "catalog-fact-missing",
+            Code::CatalogFactMissing,
             Severity::Warning,
             format!(
                 "compat-db's record image/{} does not say which driver branches its cuda-compat serves, so forward compatibility is not counted",

@@ -16,6 +16,7 @@ use crate::image::detect::{ImageFacts, LibOrigin};
 use crate::image::require::{GpuTarget, HostTarget, RequireOutcome, normalize_brand};
 use crate::image::{Claims, archive};
 use crate::model::{CudaVersion, DriverVersion};
+use crate::resolve::Code;
 use crate::resolve::{Finding, Index, Installed, Query, Severity, Stack, Status, judge_installed};
 
 /// The claims a name's tag makes, or why it makes none (a phrase about the name). An NGC
@@ -161,7 +162,7 @@ pub fn judge(
             format!("no --expect, and {}", why.join("; "))
         };
         findings.push(Finding::new(
-            "image-claims-none",
+            Code::ImageClaimsNone,
             Severity::Warning,
             format!(
                 "no claim was checked ({why}): a pass covers {} only; --expect torch=X,cuda=Y says what to check",
@@ -250,7 +251,7 @@ fn judge_claims(
                 .collect();
             match check.matches {
                 Some(false) => findings.push(Finding::new(
-                    "image-claim-mismatch",
+                    Code::ImageClaimMismatch,
                     Severity::Incompatible,
                     format!(
                         "{} claims {} {}, but the image holds {}",
@@ -265,7 +266,7 @@ fn judge_claims(
                     ),
                 )),
                 None => findings.push(Finding::new(
-                    "image-claim-unchecked",
+                    Code::ImageClaimUnchecked,
                     Severity::Incompatible,
                     format!(
                         "{} claims {} {}, but the image shows no trace of {}: the claim cannot be confirmed",
@@ -285,7 +286,7 @@ fn judge_claims(
 fn judge_consistency(ix: &Index<'_>, facts: &ImageFacts, findings: &mut Vec<Finding>) {
     if facts.torch.is_empty() {
         findings.push(Finding::new(
-            "image-no-torch",
+            Code::ImageNoTorch,
             Severity::Warning,
             "no torch installation found in any site-packages".into(),
         ));
@@ -328,7 +329,7 @@ fn cuda_runtimes(facts: &ImageFacts, version: &str, tc: &CudaVersion, findings: 
     if !runtimes.is_empty() && !runtimes.iter().any(|(m, _)| *m == tc.major()) {
         let list: Vec<String> = runtimes.iter().map(|(m, p)| format!("CUDA {m} ({p})")).collect();
         findings.push(Finding::new(
-            "image-torch-cuda-libs-mismatch",
+            Code::ImageTorchCudaLibsMismatch,
             Severity::Incompatible,
             format!(
                 "torch {version} is built for CUDA {tc}, but the image's CUDA runtimes are {}",
@@ -371,7 +372,7 @@ fn cudnn_shadowing(facts: &ImageFacts, version: &str, findings: &mut Vec<Finding
             let same = !sv.is_empty() && w.split('.').zip(sv.split('.')).all(|(a, b)| a == b);
             if !same {
                 findings.push(Finding::new(
-                    "image-cudnn-shadowing",
+                    Code::ImageCudnnShadowing,
                     Severity::Warning,
                     format!(
                         "two cuDNNs: torch {version}'s wheel brings {w}, and {} holds {}; whichever the loader finds first on LD_LIBRARY_PATH wins, and an older one fails with \"runtime cuDNN older than compile time\"",
@@ -405,7 +406,7 @@ fn require_weaker(
                     && floor < *tc)
             {
                 findings.push(Finding::new(
-                    "image-require-weaker",
+                    Code::ImageRequireWeaker,
                     Severity::Warning,
                     format!(
                         "NVIDIA_REQUIRE_CUDA lets the container start on a driver of CUDA {floor}, but torch {version} needs CUDA {tc}: the runtime starts it where torch then fails"
@@ -458,7 +459,7 @@ fn judge_wheels(image: &archive::Image, facts: &ImageFacts, findings: &mut Vec<F
             );
             let Some(sonames) = wheel_sonames(&pin.name, &pin.specifier) else {
                 findings.push(Finding::new(
-                    "image-torch-wheel-missing",
+                    Code::ImageTorchWheelMissing,
                     Severity::Incompatible,
                     format!(
                         "{head}, and gpuenv does not know which library it brings, so no copy of it could be looked for: what torch needs of it is missing"
@@ -470,7 +471,7 @@ fn judge_wheels(image: &archive::Image, facts: &ImageFacts, findings: &mut Vec<F
                 // The read by paths falls back to every layer for a missing pinned wheel, so
                 // this is only reached by a layout it did not foresee.
                 findings.push(Finding::new(
-                    "image-torch-wheel-missing",
+                    Code::ImageTorchWheelMissing,
                     Severity::Incompatible,
                     format!(
                         "{head}; a read by paths cannot look for a system {} torch would load instead: --full reads every layer",
@@ -492,7 +493,7 @@ fn judge_wheels(image: &archive::Image, facts: &ImageFacts, findings: &mut Vec<F
             }
             if missing.is_empty() {
                 findings.push(Finding::new(
-                    "image-torch-wheel-stand-in",
+                    Code::ImageTorchWheelStandIn,
                     Severity::Warning,
                     format!(
                         "{head}; the loader finds {} and torch loads that instead of the build it was released with",
@@ -501,7 +502,7 @@ fn judge_wheels(image: &archive::Image, facts: &ImageFacts, findings: &mut Vec<F
                 ));
             } else {
                 findings.push(Finding::new(
-                    "image-torch-wheel-missing",
+                    Code::ImageTorchWheelMissing,
                     Severity::Incompatible,
                     format!(
                         "{head}, and no {} is where the loader looks (the wheel's directory, torch/lib, LD_LIBRARY_PATH, the system library directories, the CUDA toolkit's lib64): `import torch` fails",
@@ -574,7 +575,7 @@ fn no_gpu(facts: &ImageFacts, target: &Target, lacks: &str, findings: &mut Vec<F
         let version = t.version_str().unwrap_or("?");
         if t.cpu_only {
             findings.push(Finding::new(
-                "cpu-build",
+                Code::CpuBuild,
                 Severity::Info,
                 format!("torch {version} is a CPU build: it runs on {on} without a GPU"),
             ));
@@ -584,7 +585,7 @@ fn no_gpu(facts: &ImageFacts, target: &Target, lacks: &str, findings: &mut Vec<F
                 None => "not known to be a CPU build (its version.py says no CUDA version)".into(),
             };
             findings.push(Finding::new(
-                "image-target-no-gpu",
+                Code::ImageTargetNoGpu,
                 Severity::Incompatible,
                 format!("torch {version} is {build}, but no GPU is usable on {on} ({lacks}): it cannot use a GPU there"),
             ));
@@ -593,7 +594,7 @@ fn no_gpu(facts: &ImageFacts, target: &Target, lacks: &str, findings: &mut Vec<F
     if facts.torch.is_empty() {
         if let Some((cuda, source)) = image_cuda(facts) {
             findings.push(Finding::new(
-                "image-target-no-gpu",
+                Code::ImageTargetNoGpu,
                 Severity::Incompatible,
                 format!(
                     "the image is built on CUDA {cuda} ({source}), but no GPU is usable on {on} ({lacks}): nothing in it can use a GPU there"
@@ -642,20 +643,20 @@ fn runtime_verdict(
         // Nothing read of what the runtime checks: no word on whether it starts.
     } else if outcome.disabled {
         findings.push(Finding::new(
-            "image-starts",
+            Code::ImageStarts,
             Severity::Warning,
             "NVIDIA_DISABLE_REQUIRE is set: the runtime starts it on any host".into(),
         ));
     } else if outcome.satisfied {
         findings.push(Finding::new(
-            "image-starts",
+            Code::ImageStarts,
             Severity::Info,
             format!("the NVIDIA runtime starts it on {on}"),
         ));
     } else {
         for c in outcome.failing() {
             findings.push(Finding::new(
-                "image-will-not-start",
+                Code::ImageWillNotStart,
                 Severity::Incompatible,
                 format!(
                     "the NVIDIA runtime refuses it on {on}: {} ({}); {}",
@@ -679,7 +680,7 @@ fn unknown_gpus(facts: &ImageFacts, target: &Target, findings: &mut Vec<Finding>
     if !target.unknown_gpus.is_empty() {
         for t in facts.torch.iter().filter(|t| !t.cpu_only) {
             findings.push(Finding::new(
-                "image-target-gpu-unknown",
+                Code::ImageTargetGpuUnknown,
                 Severity::Incompatible,
                 format!(
                     "{on} has {}, which compat-db has no record of: whether torch {}'s kernels run there is not known",
@@ -803,7 +804,7 @@ fn forward_compat(
     }
     if d < from {
         findings.push(Finding::new(
-            "image-forward-compat",
+            Code::ImageForwardCompat,
             Severity::Warning,
             format!(
                 "the image's cuda-compat (driver {}) serves R{} from {from} ({}), and driver {d} is older: CUDA sees driver {d} itself on {}",
@@ -823,7 +824,7 @@ fn forward_compat(
     };
     if target.gpu_records.is_empty() {
         findings.push(Finding::new(
-            "image-forward-compat",
+            Code::ImageForwardCompat,
             Severity::Warning,
             format!(
                 "driver {d} is too old for CUDA {needs} natively; the image's cuda-compat (driver {}) serves {from_text} ({}), but only on data-center GPUs, and no GPU was given",
@@ -836,7 +837,7 @@ fn forward_compat(
     // on), and CUDA sees the host's own driver, which the resolver judges below.
     if let Some((g, _)) = target.gpu_records.iter().find(|(g, _)| !g.gpu.forward_compat) {
         findings.push(Finding::new(
-            "image-forward-compat",
+            Code::ImageForwardCompat,
             Severity::Warning,
             format!(
                 "driver {d} is too old for CUDA {needs} natively; the image's cuda-compat (driver {}) serves {from_text} ({}), but only on data-center GPUs, and the {} is not one: CUDA sees driver {d} itself on {on}",
@@ -846,7 +847,7 @@ fn forward_compat(
         return None;
     }
     let mut served = Finding::new(
-        "image-forward-compat",
+        Code::ImageForwardCompat,
         Severity::Info,
         format!(
             "driver {d} is too old for CUDA {needs} natively, but the image's cuda-compat (driver {}) serves {from_text} ({}) on data-center GPUs: CUDA sees driver {} on {on}",
@@ -936,7 +937,7 @@ mod tests {
         let (findings, stacks) = on_535("H100 SXM");
         let fc: Vec<_> = findings
             .iter()
-            .filter(|f| f.code == "image-forward-compat")
+            .filter(|f| f.code == Code::ImageForwardCompat)
             .collect();
         assert_eq!(fc.len(), 1);
         assert_eq!(fc[0].severity, Severity::Info);
@@ -945,19 +946,19 @@ mod tests {
             "{}",
             fc[0].message
         );
-        assert!(stacks[0].findings.iter().any(|f| f.code == "driver-native"));
+        assert!(stacks[0].findings.iter().any(|f| f.code == Code::DriverNative));
         // A GeForce board: the compat library is not used, and 535 itself is judged.
         let (findings, stacks) = on_535("RTX 4090");
         assert!(
             findings
                 .iter()
-                .any(|f| f.code == "image-forward-compat" && f.severity == Severity::Warning)
+                .any(|f| f.code == Code::ImageForwardCompat && f.severity == Severity::Warning)
         );
         assert!(
             stacks[0]
                 .findings
                 .iter()
-                .any(|f| f.code == "driver-minor-version-compat")
+                .any(|f| f.code == Code::DriverMinorVersionCompat)
         );
     }
 

@@ -129,7 +129,12 @@ fn query_json() {
 fn query_json_reads_back() {
     let doc: QueryDoc = reads_back("query --json", &stdout(QUERY));
     assert_eq!(doc.stacks[0].torch.as_ref(), "2.4.1");
-    assert!(doc.stacks[0].findings.iter().any(|f| f.code == "gpu-sass"));
+    assert!(
+        doc.stacks[0]
+            .findings
+            .iter()
+            .any(|f| f.code == gpuenv::resolve::Code::GpuSass)
+    );
 }
 
 #[test]
