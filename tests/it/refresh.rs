@@ -8,7 +8,7 @@ use gpuenv::upstream::{Client, RefreshOptions, compare_torch, torch_facts};
 
 use crate::support::{Replay, fixture, gpuenv, trimmed_db};
 
-fn replay() -> Replay {
+pub(crate) fn replay() -> Replay {
     Replay::start(fixture("upstream"), None)
 }
 
@@ -244,14 +244,14 @@ fn a_bad_url_is_bad_input() {
 
 /// The CUDA toolkits and cuDNN releases of a copy of compat-db that the recorded PyPI has
 /// and it lacks: records removed here are proposed back, and nothing else.
-const TOOLKITS_REMOVED: [&str; 4] = [
+pub(crate) const TOOLKITS_REMOVED: [&str; 4] = [
     "cuda/13.4.2.toml",
     "cuda/13.5.0.toml",
     "cudnn/9.28.0.42.toml",
     "cudnn/9.28.1.4.toml",
 ];
 
-fn refresh_into(
+pub(crate) fn refresh_into(
     db: &std::path::Path,
     out: &std::path::Path,
     server: &Replay,

@@ -282,3 +282,46 @@ fn the_other_documents_read_back() {
     assert!(!doc.pulled && doc.result.is_none());
     assert_eq!(doc.choice.unwrap().stack.torch, "2.4.1");
 }
+
+#[test]
+fn db_lint_json_of_a_broken_database() {
+    let broken = fixture("broken-db").to_string_lossy().into_owned();
+    let text = stdout(&["db", "lint", "--json", "--db", &broken]);
+    snap!("db-lint-broken", serde_json::from_str::<Value>(&text).unwrap());
+}
+
+#[test]
+fn db_list_json() {
+    let text = stdout(&["db", "list", "driver", "--json"]);
+    snap!("db-list-driver", serde_json::from_str::<Value>(&text).unwrap());
+}
+
+#[test]
+fn pull_dry_run_json() {
+    let text = stdout(&[
+        "pull",
+        "--dry-run",
+        "--torch",
+        "2.4.1",
+        "--cuda",
+        "12.1",
+        "--json",
+    ]);
+    snap!("pull-dry-run", serde_json::from_str::<Value>(&text).unwrap());
+}
+
+/// `db refresh --json` on recorded PyPI answers, with a database that lacks two CUDA
+/// toolkits and two cuDNN releases: the proposals, each with its pending keys. The
+/// proposals' folder is a temporary one, written as `[OUT]`.
+#[test]
+fn db_refresh_json() {
+    use crate::refresh::{TOOLKITS_REMOVED, refresh_into, replay};
+    let server = replay();
+    let db = crate::support::trimmed_db(&TOOLKITS_REMOVED);
+    let scratch = tempfile::tempdir().unwrap();
+    let out = scratch.path().join("proposals");
+    let run = refresh_into(db.path(), &out, &server, true);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let text = run.stdout.replace(&*out.to_string_lossy(), "[OUT]");
+    snap!("db-refresh", serde_json::from_str::<Value>(&text).unwrap());
+}
