@@ -76,21 +76,7 @@ pub fn apply(
                 // The driver's CUDA follows the driver; the resolver derives it.
                 report.driver_cuda = None;
             }
-            "GPUENV_GPUS" => {
-                let mut list = Vec::new();
-                for (name, count) in gpus(v).map_err(|reason| err(var, v, reason))? {
-                    for _ in 0..count {
-                        list.push(GpuInfo {
-                            index: list.len() as u32,
-                            name: name.clone(),
-                            ..GpuInfo::default()
-                        });
-                    }
-                }
-                report.gpus = list;
-                report.gpus_source = Some(var.into());
-                report.gpu_failure = None;
-            }
+            "GPUENV_GPUS" => override_gpus(report, var, v, gpus).map_err(|reason| err(var, v, reason))?,
             "GPUENV_NVCC" => {
                 let c: CudaVersion = v
                     .parse()
@@ -125,40 +111,59 @@ pub fn apply(
                 }
                 report.memory_kib = Some((n * 1024.0 * 1024.0) as u64);
             }
-            "GPUENV_TORCH" => {
-                let (version, cuda) = match v.split_once('@') {
-                    Some((a, b)) => (a, Some(b)),
-                    None => (v, None),
-                };
-                crate::model::parse_version(version).map_err(|e| err(var, v, e.reason))?;
-                let cuda = match cuda {
-                    Some(c) => Some(
-                        c.parse::<CudaVersion>()
-                            .map_err(|e| err(var, v, e.reason))?
-                            .to_string(),
-                    ),
-                    None => crate::model::parse_version(version)
-                        .ok()
-                        .and_then(|pv| crate::model::local_variant(&pv))
-                        .and_then(|var| var.cuda())
-                        .map(|c| c.to_string()),
-                };
-                if report.pythons.is_empty() {
-                    report.pythons.push(PythonEnv {
-                        path: "python3".into(),
-                        origin: var.into(),
-                        ..PythonEnv::default()
-                    });
-                }
-                let p = &mut report.pythons[0];
-                let t = p.torch.get_or_insert_with(TorchProbe::default);
-                t.version = version.to_string();
-                t.cuda = cuda;
-            }
+            "GPUENV_TORCH" => override_torch(report, var, v).map_err(|reason| err(var, v, reason))?,
             _ => unreachable!("every listed variable is handled"),
         }
         report.overrides.push(format!("{var}={v}"));
     }
+    Ok(())
+}
+
+/// `GPUENV_GPUS`: as many GPUs of each record as counted, and no failure to find them.
+fn override_gpus(report: &mut HostReport, var: &str, v: &str, gpus: GpuReader<'_>) -> Result<(), String> {
+    let mut list = Vec::new();
+    for (name, count) in gpus(v)? {
+        for _ in 0..count {
+            list.push(GpuInfo {
+                index: list.len() as u32,
+                name: name.clone(),
+                ..GpuInfo::default()
+            });
+        }
+    }
+    report.gpus = list;
+    report.gpus_source = Some(var.into());
+    report.gpu_failure = None;
+    Ok(())
+}
+
+/// `GPUENV_TORCH` (`version` or `version@cuda`): torch in the first Python (one named
+/// `python3` when none was found), its CUDA from `@` or else the local label.
+fn override_torch(report: &mut HostReport, var: &str, v: &str) -> Result<(), String> {
+    let (version, cuda) = match v.split_once('@') {
+        Some((a, b)) => (a, Some(b)),
+        None => (v, None),
+    };
+    crate::model::parse_version(version).map_err(|e| e.reason)?;
+    let cuda = match cuda {
+        Some(c) => Some(c.parse::<CudaVersion>().map_err(|e| e.reason)?.to_string()),
+        None => crate::model::parse_version(version)
+            .ok()
+            .and_then(|pv| crate::model::local_variant(&pv))
+            .and_then(|var| var.cuda())
+            .map(|c| c.to_string()),
+    };
+    if report.pythons.is_empty() {
+        report.pythons.push(PythonEnv {
+            path: "python3".into(),
+            origin: var.into(),
+            ..PythonEnv::default()
+        });
+    }
+    let p = &mut report.pythons[0];
+    let t = p.torch.get_or_insert_with(TorchProbe::default);
+    t.version = version.to_string();
+    t.cuda = cuda;
     Ok(())
 }
 

@@ -306,108 +306,47 @@ pub fn probe(sys: Arc<dyn System>, opts: &ProbeOptions) -> HostReport {
     report
 }
 
-fn probe_gpus(sys: &dyn System) -> Part {
-    let mut driver: Option<Sourced<DriverVersion>> = None;
-    let mut driver_cuda: Option<Sourced<CudaVersion>> = None;
-    let mut gpus: Vec<GpuInfo> = Vec::new();
-    let mut gpus_source = None;
-    let mut failure = None;
-    let mut issues = Vec::new();
+/// What the GPU probes found, filled source after source in the documented order.
+#[derive(Default)]
+struct GpuFacts {
+    driver: Option<Sourced<DriverVersion>>,
+    driver_cuda: Option<Sourced<CudaVersion>>,
+    gpus: Vec<GpuInfo>,
+    gpus_source: Option<String>,
+    failure: Option<SmiFailure>,
+    issues: Vec<ProbeIssue>,
+}
 
-    match sys.nvml() {
-        NvmlProbe::Read {
-            driver: d,
-            cuda_driver,
-            gpus: g,
-        } => {
-            driver = d.parse().ok().map(|v| Sourced::new(v, "nvml"));
-            driver_cuda = cuda_driver
-                .map(|c| CudaVersion::from_major_minor((c / 1000) as u32, ((c % 1000) / 10) as u32))
-                .map(|v| Sourced::new(v, "nvml"));
-            gpus = g;
-            gpus_source = Some("nvml".to_string());
-        }
-        NvmlProbe::Failed { error } => issues.push(ProbeIssue {
-            probe: "nvml".into(),
-            message: error,
-        }),
-        NvmlProbe::Unavailable { .. } => {}
-    }
+fn probe_gpus(sys: &dyn System) -> Part {
+    let mut f = GpuFacts::default();
+    gpus_from_nvml(sys, &mut f);
 
     let kernel_module = sys
         .read("/proc/driver/nvidia/version")
         .and_then(|t| parse::proc_driver_version(&t))
         .map(|k| Sourced::new(k, "/proc/driver/nvidia/version"));
 
-    if gpus_source.is_none() {
-        let xml = sys.run("nvidia-smi", &["-q", "-x"]);
-        if xml.ok() {
-            match parse::smi_xml(&xml.stdout) {
-                Ok(r) => {
-                    gpus = r.gpus;
-                    gpus_source = Some("nvidia-smi -q -x".into());
-                    if driver.is_none() {
-                        driver = r.driver.version.map(|v| Sourced::new(v, "nvidia-smi -q -x"));
-                    }
-                    if driver_cuda.is_none() {
-                        driver_cuda = r.driver.cuda.map(|v| Sourced::new(v, "nvidia-smi -q -x"));
-                    }
-                }
-                Err(e) => issues.push(ProbeIssue {
-                    probe: "nvidia-smi -q -x".into(),
-                    message: e,
-                }),
-            }
-        } else if xml.outcome == Outcome::NotFound {
-            failure = Some(SmiFailure::NotFound);
-        } else {
-            failure = Some(parse::smi_failure(xml.status, &xml.stdout, &xml.stderr));
-        }
-        if gpus_source.is_none() && failure.is_none() {
-            let query = format!("--query-gpu={}", parse::SMI_QUERY_FIELDS);
-            let format = format!("--format={}", parse::SMI_QUERY_FORMAT);
-            let csv = sys.run("nvidia-smi", &[&query, &format]);
-            if csv.ok() {
-                if let Ok(r) = parse::smi_csv(&csv.stdout) {
-                    gpus = r.gpus;
-                    gpus_source = Some("nvidia-smi --query-gpu".into());
-                    if driver.is_none() {
-                        driver = r
-                            .driver
-                            .version
-                            .map(|v| Sourced::new(v, "nvidia-smi --query-gpu"));
-                    }
-                }
-            }
-        }
-        if gpus_source.is_some() && driver_cuda.is_none() {
-            let table = sys.run("nvidia-smi", &[]);
-            if table.ok() {
-                driver_cuda = parse::smi_table_cuda(&table.stdout).map(|v| Sourced::new(v, "nvidia-smi"));
-            }
-        }
+    if f.gpus_source.is_none() {
+        gpus_from_smi(sys, &mut f);
     }
     // The kernel module answers for the driver when user space cannot (a mismatch).
-    if driver.is_none() {
-        driver = kernel_module
+    if f.driver.is_none() {
+        f.driver = kernel_module
             .as_ref()
             .map(|k| Sourced::new(k.value.version.clone(), "/proc/driver/nvidia/version"));
     }
-    if gpus.is_empty() && failure.is_none() && gpus_source.is_some() {
-        failure = Some(SmiFailure::NoDevices);
+    if f.gpus.is_empty() && f.failure.is_none() && f.gpus_source.is_some() {
+        f.failure = Some(SmiFailure::NoDevices);
     }
-    let topology = if gpus.len() > 1 {
-        let t = sys.run("nvidia-smi", &["topo", "-m"]);
-        if t.ok() {
-            parse::smi_topo(&t.stdout)
-                .ok()
-                .map(|t| Sourced::new(t, "nvidia-smi topo -m"))
-        } else {
-            None
-        }
-    } else {
-        None
-    };
+    let topology = topology(sys, &f.gpus);
+    let GpuFacts {
+        driver,
+        driver_cuda,
+        gpus,
+        gpus_source,
+        failure,
+        issues,
+    } = f;
     Box::new(move |r: &mut HostReport| {
         r.driver = driver;
         r.driver_cuda = driver_cuda;
@@ -418,6 +357,96 @@ fn probe_gpus(sys: &dyn System) -> Part {
         r.topology = topology;
         r.issues.extend(issues);
     })
+}
+
+/// NVML: the driver, its exact CUDA version and the GPUs, when the library answers.
+fn gpus_from_nvml(sys: &dyn System, f: &mut GpuFacts) {
+    match sys.nvml() {
+        NvmlProbe::Read {
+            driver: d,
+            cuda_driver,
+            gpus: g,
+        } => {
+            f.driver = d.parse().ok().map(|v| Sourced::new(v, "nvml"));
+            f.driver_cuda = cuda_driver
+                .map(|c| CudaVersion::from_major_minor((c / 1000) as u32, ((c % 1000) / 10) as u32))
+                .map(|v| Sourced::new(v, "nvml"));
+            f.gpus = g;
+            f.gpus_source = Some("nvml".to_string());
+        }
+        NvmlProbe::Failed { error } => f.issues.push(ProbeIssue {
+            probe: "nvml".into(),
+            message: error,
+        }),
+        NvmlProbe::Unavailable { .. } => {}
+    }
+}
+
+/// nvidia-smi, where NVML did not answer: `-q -x`, then the `--query-gpu` CSV, then the
+/// plain table for the driver's CUDA version; why it failed when it did.
+fn gpus_from_smi(sys: &dyn System, f: &mut GpuFacts) {
+    let xml = sys.run("nvidia-smi", &["-q", "-x"]);
+    if xml.ok() {
+        match parse::smi_xml(&xml.stdout) {
+            Ok(r) => {
+                f.gpus = r.gpus;
+                f.gpus_source = Some("nvidia-smi -q -x".into());
+                if f.driver.is_none() {
+                    f.driver = r.driver.version.map(|v| Sourced::new(v, "nvidia-smi -q -x"));
+                }
+                if f.driver_cuda.is_none() {
+                    f.driver_cuda = r.driver.cuda.map(|v| Sourced::new(v, "nvidia-smi -q -x"));
+                }
+            }
+            Err(e) => f.issues.push(ProbeIssue {
+                probe: "nvidia-smi -q -x".into(),
+                message: e,
+            }),
+        }
+    } else if xml.outcome == Outcome::NotFound {
+        f.failure = Some(SmiFailure::NotFound);
+    } else {
+        f.failure = Some(parse::smi_failure(xml.status, &xml.stdout, &xml.stderr));
+    }
+    if f.gpus_source.is_none() && f.failure.is_none() {
+        let query = format!("--query-gpu={}", parse::SMI_QUERY_FIELDS);
+        let format = format!("--format={}", parse::SMI_QUERY_FORMAT);
+        let csv = sys.run("nvidia-smi", &[&query, &format]);
+        if csv.ok() {
+            if let Ok(r) = parse::smi_csv(&csv.stdout) {
+                f.gpus = r.gpus;
+                f.gpus_source = Some("nvidia-smi --query-gpu".into());
+                if f.driver.is_none() {
+                    f.driver = r
+                        .driver
+                        .version
+                        .map(|v| Sourced::new(v, "nvidia-smi --query-gpu"));
+                }
+            }
+        }
+    }
+    if f.gpus_source.is_some() && f.driver_cuda.is_none() {
+        let table = sys.run("nvidia-smi", &[]);
+        if table.ok() {
+            f.driver_cuda = parse::smi_table_cuda(&table.stdout).map(|v| Sourced::new(v, "nvidia-smi"));
+        }
+    }
+}
+
+/// `nvidia-smi topo -m`, where there is more than one GPU to link.
+fn topology(sys: &dyn System, gpus: &[GpuInfo]) -> Option<Sourced<Topology>> {
+    if gpus.len() > 1 {
+        let t = sys.run("nvidia-smi", &["topo", "-m"]);
+        if t.ok() {
+            parse::smi_topo(&t.stdout)
+                .ok()
+                .map(|t| Sourced::new(t, "nvidia-smi topo -m"))
+        } else {
+            None
+        }
+    } else {
+        None
+    }
 }
 
 fn probe_toolkits(sys: &dyn System) -> Part {

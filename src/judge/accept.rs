@@ -138,155 +138,190 @@ fn real_filesystem(fstype: &str) -> bool {
 /// requirement that cannot be read, naming where it was written.
 pub fn accept(db: &Db, host: &HostReport, e: &Expect) -> Result<Vec<Acceptance>, String> {
     let mut out = Vec::new();
-    let names: Vec<&str> = host.gpus.iter().map(|g| g.name.as_str()).collect();
     if let Some(want) = &e.gpu {
-        // Read as `--gpu` is: a name may cover several records (`A100`: 40 and 80 GB, SXM
-        // and PCIe), and any of them is what was ordered; a count (`8x H100`) must be there.
-        let wanted = db
-            .gpus_written(want)
-            .map_err(|err| format!("{}: {err}", e.origin(Item::Gpu)))?;
-        let covered_by = |name: &str| {
-            db.gpu(name)
-                .ok()
-                .and_then(|rec| wanted.iter().position(|(m, _)| m.covers(&rec.id)))
-        };
-        let mut per_entry = vec![0u32; wanted.len()];
-        let mut all_covered = !host.gpus.is_empty();
-        for g in &host.gpus {
-            match covered_by(&g.name) {
-                Some(i) => per_entry[i] += 1,
-                None => all_covered = false,
-            }
-        }
-        let counts_met = wanted.iter().zip(&per_entry).all(|((_, n), got)| got >= n);
-        let found = if names.is_empty() {
-            "no GPU".to_string()
-        } else {
-            summarize(&names)
-        };
-        let covers: Vec<String> = wanted
-            .iter()
-            .map(|(m, n)| {
-                let names: Vec<&str> = m.records.iter().map(|g| g.name.as_str()).collect();
-                let count = if *n > 1 { format!("{n}x ") } else { String::new() };
-                if names.len() == 1 {
-                    format!("{count}{}", names[0])
-                } else {
-                    format!("{count}any of {}", names.join(", "))
-                }
-            })
-            .collect();
-        out.push(item(
-            host,
-            Item::Gpu,
-            want.trim().to_string(),
-            found,
-            all_covered && counts_met,
-            format!(
-                "every GPU must be a model the name covers in compat-db ({}), names read by their words",
-                covers.join("; ")
-            ),
-        ));
+        out.push(accept_gpu(db, host, e, want)?);
     }
     if let Some(n) = e.gpus {
-        out.push(item(
-            host,
-            Item::Gpus,
-            n.to_string(),
-            host.gpus.len().to_string(),
-            host.gpus.len() as u64 >= u64::from(n),
-            "at least the number ordered".into(),
-        ));
+        out.push(accept_gpus(host, n));
     }
     if let Some(size) = &e.gpu_memory {
-        let min = host.gpus.iter().map(|g| g.memory_total_mib).min().flatten();
-        let found_gib = min.map(|m| m as f64 / 1024.0);
-        let floor = size.value * TOLERANCE;
-        out.push(item(
-            host,
-            Item::GpuMemory,
-            format!("{} GB per GPU", num(size.value)),
-            found_gib.map_or("unknown".to_string(), |g| format!("{g:.1} GiB (smallest GPU)")),
-            found_gib.is_some_and(|g| g >= floor),
-            format!(
-                "{}at least 95% of {} GiB ({floor:.1} GiB) on the smallest GPU: GPU memory is sold in binary \
-                 sizes (80 GB = 80 GiB) and the driver reserves some",
-                conversion(size, "GB"),
-                num(size.value)
-            ),
-        ));
+        out.push(accept_gpu_memory(host, size));
     }
     if let Some(spec) = &e.driver {
-        let req: DriverReq = spec
-            .parse()
-            .map_err(|err| format!("{}: {err}", e.origin(Item::Driver)))?;
-        let found = host.driver.as_ref().map(|d| &d.value);
-        out.push(item(
-            host,
-            Item::Driver,
-            req.to_string(),
-            found.map_or_else(|| "no driver".into(), |d| d.to_string()),
-            found.is_some_and(|d| req.contains(d)),
-            format!(
-                "the driver must be {}: a branch (535) admits any of its releases, versions compare by their numbers",
-                req.describe()
-            ),
-        ));
+        out.push(accept_driver(host, e, spec)?);
     }
     if let Some(n) = e.cpus {
-        let found = host.cpu.as_ref().map(|c| c.logical).filter(|&c| c > 0);
-        out.push(item(
-            host,
-            Item::Cpus,
-            n.to_string(),
-            found.map_or("unknown".into(), |c| c.to_string()),
-            found.is_some_and(|c| c >= n),
-            "at least the number ordered, in logical CPUs as nproc counts them".into(),
-        ));
+        out.push(accept_cpus(host, n));
     }
     if let Some(size) = &e.memory {
-        let found = host.memory_kib.map(|k| k as f64 / (1024.0 * 1024.0));
-        let floor = size.value * TOLERANCE;
-        out.push(item(
-            host,
-            Item::Memory,
-            format!("{} GiB", num(size.value)),
-            found.map_or("unknown".into(), |g| format!("{} GiB", num_to(g, 1))),
-            found.is_some_and(|g| g >= floor),
-            format!(
-                "{}at least 95% of {} GiB ({} GiB): memory is sold in binary sizes (1 TB = 1024 GiB) \
-                 and the kernel keeps some for itself",
-                conversion(size, "GiB"),
-                num(size.value),
-                num_to(floor, 1)
-            ),
-        ));
+        out.push(accept_memory(host, size));
     }
     if let Some(size) = &e.disk {
-        let real: Vec<_> = host
-            .mounts
-            .iter()
-            .filter(|m| real_filesystem(&m.fstype))
-            .collect();
-        let found = (!real.is_empty()).then(|| kib_to_gb(real.iter().map(|m| m.size_kib).sum()));
-        let floor = size.value * TOLERANCE;
-        out.push(item(
-            host,
-            Item::Disk,
-            format!("{} GB", num(size.value)),
-            found.map_or("unknown (no filesystem information)".into(), |g| {
-                format!("{g:.0} GB")
-            }),
-            found.is_some_and(|g| g >= floor),
-            format!(
-                "{}at least 95% of {} GB ({floor:.0} GB) over all real filesystems: disks are sold in \
-                 decimal sizes (1 TB = 1000 GB), df's KiB are converted",
-                conversion(size, "GB"),
-                num(size.value)
-            ),
-        ));
+        out.push(accept_disk(host, size));
     }
     Ok(out)
+}
+
+/// The GPU model ordered: every GPU one the name covers, as many of each as counted.
+fn accept_gpu(db: &Db, host: &HostReport, e: &Expect, want: &str) -> Result<Acceptance, String> {
+    let names: Vec<&str> = host.gpus.iter().map(|g| g.name.as_str()).collect();
+    // Read as `--gpu` is: a name may cover several records (`A100`: 40 and 80 GB, SXM
+    // and PCIe), and any of them is what was ordered; a count (`8x H100`) must be there.
+    let wanted = db
+        .gpus_written(want)
+        .map_err(|err| format!("{}: {err}", e.origin(Item::Gpu)))?;
+    let covered_by = |name: &str| {
+        db.gpu(name)
+            .ok()
+            .and_then(|rec| wanted.iter().position(|(m, _)| m.covers(&rec.id)))
+    };
+    let mut per_entry = vec![0u32; wanted.len()];
+    let mut all_covered = !host.gpus.is_empty();
+    for g in &host.gpus {
+        match covered_by(&g.name) {
+            Some(i) => per_entry[i] += 1,
+            None => all_covered = false,
+        }
+    }
+    let counts_met = wanted.iter().zip(&per_entry).all(|((_, n), got)| got >= n);
+    let found = if names.is_empty() {
+        "no GPU".to_string()
+    } else {
+        summarize(&names)
+    };
+    let covers: Vec<String> = wanted
+        .iter()
+        .map(|(m, n)| {
+            let names: Vec<&str> = m.records.iter().map(|g| g.name.as_str()).collect();
+            let count = if *n > 1 { format!("{n}x ") } else { String::new() };
+            if names.len() == 1 {
+                format!("{count}{}", names[0])
+            } else {
+                format!("{count}any of {}", names.join(", "))
+            }
+        })
+        .collect();
+    Ok(item(
+        host,
+        Item::Gpu,
+        want.trim().to_string(),
+        found,
+        all_covered && counts_met,
+        format!(
+            "every GPU must be a model the name covers in compat-db ({}), names read by their words",
+            covers.join("; ")
+        ),
+    ))
+}
+
+/// The number of GPUs.
+fn accept_gpus(host: &HostReport, n: u32) -> Acceptance {
+    item(
+        host,
+        Item::Gpus,
+        n.to_string(),
+        host.gpus.len().to_string(),
+        host.gpus.len() as u64 >= u64::from(n),
+        "at least the number ordered".into(),
+    )
+}
+
+/// Memory per GPU, on the smallest.
+fn accept_gpu_memory(host: &HostReport, size: &Size) -> Acceptance {
+    let min = host.gpus.iter().map(|g| g.memory_total_mib).min().flatten();
+    let found_gib = min.map(|m| m as f64 / 1024.0);
+    let floor = size.value * TOLERANCE;
+    item(
+        host,
+        Item::GpuMemory,
+        format!("{} GB per GPU", num(size.value)),
+        found_gib.map_or("unknown".to_string(), |g| format!("{g:.1} GiB (smallest GPU)")),
+        found_gib.is_some_and(|g| g >= floor),
+        format!(
+            "{}at least 95% of {} GiB ({floor:.1} GiB) on the smallest GPU: GPU memory is sold in binary \
+             sizes (80 GB = 80 GiB) and the driver reserves some",
+            conversion(size, "GB"),
+            num(size.value)
+        ),
+    )
+}
+
+/// The driver, against a branch or a version requirement.
+fn accept_driver(host: &HostReport, e: &Expect, spec: &str) -> Result<Acceptance, String> {
+    let req: DriverReq = spec
+        .parse()
+        .map_err(|err| format!("{}: {err}", e.origin(Item::Driver)))?;
+    let found = host.driver.as_ref().map(|d| &d.value);
+    Ok(item(
+        host,
+        Item::Driver,
+        req.to_string(),
+        found.map_or_else(|| "no driver".into(), |d| d.to_string()),
+        found.is_some_and(|d| req.contains(d)),
+        format!(
+            "the driver must be {}: a branch (535) admits any of its releases, versions compare by their numbers",
+            req.describe()
+        ),
+    ))
+}
+
+/// Logical CPUs.
+fn accept_cpus(host: &HostReport, n: u32) -> Acceptance {
+    let found = host.cpu.as_ref().map(|c| c.logical).filter(|&c| c > 0);
+    item(
+        host,
+        Item::Cpus,
+        n.to_string(),
+        found.map_or("unknown".into(), |c| c.to_string()),
+        found.is_some_and(|c| c >= n),
+        "at least the number ordered, in logical CPUs as nproc counts them".into(),
+    )
+}
+
+/// System memory.
+fn accept_memory(host: &HostReport, size: &Size) -> Acceptance {
+    let found = host.memory_kib.map(|k| k as f64 / (1024.0 * 1024.0));
+    let floor = size.value * TOLERANCE;
+    item(
+        host,
+        Item::Memory,
+        format!("{} GiB", num(size.value)),
+        found.map_or("unknown".into(), |g| format!("{} GiB", num_to(g, 1))),
+        found.is_some_and(|g| g >= floor),
+        format!(
+            "{}at least 95% of {} GiB ({} GiB): memory is sold in binary sizes (1 TB = 1024 GiB) \
+             and the kernel keeps some for itself",
+            conversion(size, "GiB"),
+            num(size.value),
+            num_to(floor, 1)
+        ),
+    )
+}
+
+/// Disk, over all real filesystems.
+fn accept_disk(host: &HostReport, size: &Size) -> Acceptance {
+    let real: Vec<_> = host
+        .mounts
+        .iter()
+        .filter(|m| real_filesystem(&m.fstype))
+        .collect();
+    let found = (!real.is_empty()).then(|| kib_to_gb(real.iter().map(|m| m.size_kib).sum()));
+    let floor = size.value * TOLERANCE;
+    item(
+        host,
+        Item::Disk,
+        format!("{} GB", num(size.value)),
+        found.map_or("unknown (no filesystem information)".into(), |g| {
+            format!("{g:.0} GB")
+        }),
+        found.is_some_and(|g| g >= floor),
+        format!(
+            "{}at least 95% of {} GB ({floor:.0} GB) over all real filesystems: disks are sold in \
+             decimal sizes (1 TB = 1000 GB), df's KiB are converted",
+            conversion(size, "GB"),
+            num(size.value)
+        ),
+    )
 }
 
 fn summarize(names: &[&str]) -> String {

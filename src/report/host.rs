@@ -24,6 +24,15 @@ fn gb(kib: u64) -> f64 {
 
 /// The facts, one line per subject, each with where it came from.
 fn host_lines(out: &mut dyn Write, db: &Db, h: &HostReport) -> io::Result<()> {
+    gpu_lines(out, db, h)?;
+    cuda_lines(out, h)?;
+    python_lines(out, h)?;
+    docker_lines(out, h)?;
+    system_lines(out, h)
+}
+
+/// The GPUs, the driver (user space, kernel module and libraries) and the links.
+fn gpu_lines(out: &mut dyn Write, db: &Db, h: &HostReport) -> io::Result<()> {
     if h.gpus.is_empty() {
         writeln!(out, "GPUs:       none visible")?;
     } else {
@@ -79,6 +88,11 @@ fn host_lines(out: &mut dyn Write, db: &Db, h: &HostReport) -> io::Result<()> {
         };
         writeln!(out, "links:      {text}  [{}]", t.source)?;
     }
+    Ok(())
+}
+
+/// CUDA toolkits, cuDNN and NCCL.
+fn cuda_lines(out: &mut dyn Write, h: &HostReport) -> io::Result<()> {
     let mut cuda = Vec::new();
     if let Some(n) = &h.nvcc {
         cuda.push(format!("nvcc {} on PATH", n.value));
@@ -112,6 +126,11 @@ fn host_lines(out: &mut dyn Write, db: &Db, h: &HostReport) -> io::Result<()> {
     };
     writeln!(out, "cuDNN:      {}", libs(&h.cudnn))?;
     writeln!(out, "NCCL:       {}", libs(&h.nccl))?;
+    Ok(())
+}
+
+/// Each Python, with its torch or why there is none.
+fn python_lines(out: &mut dyn Write, h: &HostReport) -> io::Result<()> {
     if h.pythons.is_empty() {
         writeln!(out, "Python:     none found")?;
     }
@@ -143,6 +162,11 @@ fn host_lines(out: &mut dyn Write, db: &Db, h: &HostReport) -> io::Result<()> {
             p.origin
         )?;
     }
+    Ok(())
+}
+
+/// Docker, its runtimes and the CDI specs it reads.
+fn docker_lines(out: &mut dyn Write, h: &HostReport) -> io::Result<()> {
     match &h.docker {
         Some(DockerProbe::Ok { engine: d }) => {
             let cdi = if d.cdi_spec_dirs.is_empty() {
@@ -178,6 +202,11 @@ fn host_lines(out: &mut dyn Write, db: &Db, h: &HostReport) -> io::Result<()> {
         Some(DockerProbe::Error { error }) => writeln!(out, "Docker:     not reachable: {error}")?,
         None => {}
     }
+    Ok(())
+}
+
+/// The OS, CPU, memory and disks; the overrides and the probes' issues.
+fn system_lines(out: &mut dyn Write, h: &HostReport) -> io::Result<()> {
     let os = h.os.as_ref().map(|o| {
         if o.pretty_name.is_empty() {
             format!("{} {}", o.id, o.version_id)

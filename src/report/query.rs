@@ -180,6 +180,20 @@ pub fn query(out: &mut dyn Write, q: &Query, a: &Answer, opts: &QueryOpts) -> io
     write_readings(out, q)?;
     write_extensions_from(out, q)?;
     let builds = by_build(shown.iter().copied());
+    write_verdict(out, a, opts)?;
+    write_table(out, &builds, opts)?;
+    write_best(out, a, opts)?;
+    if !a.suggestions.is_empty() {
+        writeln!(out)?;
+        for s in &a.suggestions {
+            writeln!(out, "hint: {} -> {}", s.change, s.gives)?;
+        }
+    }
+    Ok(())
+}
+
+/// The verdict, with how many builds run, and what the database cannot know.
+fn write_verdict(out: &mut dyn Write, a: &Answer, opts: &QueryOpts) -> io::Result<()> {
     let runnable = by_build(a.stacks.iter().filter(|s| s.status != Status::Incompatible)).len();
     write!(out, "verdict: ")?;
     opts.styles.paint(
@@ -212,6 +226,11 @@ pub fn query(out: &mut dyn Write, q: &Query, a: &Answer, opts: &QueryOpts) -> io
             writeln!(out, " {}: {}", f.code, f.message)?;
         }
     }
+    Ok(())
+}
+
+/// The builds shown, one a line, up to `--limit`.
+fn write_table(out: &mut dyn Write, builds: &[Vec<&Stack>], opts: &QueryOpts) -> io::Result<()> {
     if !builds.is_empty() {
         writeln!(out)?;
         let limit = if opts.limit == 0 { builds.len() } else { opts.limit };
@@ -250,6 +269,11 @@ pub fn query(out: &mut dyn Write, q: &Query, a: &Answer, opts: &QueryOpts) -> io
             )?;
         }
     }
+    Ok(())
+}
+
+/// The best stack (and a newer conditional one), or why nothing matches or runs.
+fn write_best(out: &mut dyn Write, a: &Answer, opts: &QueryOpts) -> io::Result<()> {
     if let Some(best) = a.stacks.first().filter(|s| s.status != Status::Incompatible) {
         writeln!(out)?;
         writeln!(
@@ -302,12 +326,6 @@ pub fn query(out: &mut dyn Write, q: &Query, a: &Answer, opts: &QueryOpts) -> io
             let s = b[0];
             writeln!(out, "  torch {}+{} (Python {})", s.torch, s.variant, pythons(b))?;
             write_findings(out, opts.styles, s, Severity::Conditional)?;
-        }
-    }
-    if !a.suggestions.is_empty() {
-        writeln!(out)?;
-        for s in &a.suggestions {
-            writeln!(out, "hint: {} -> {}", s.change, s.gives)?;
         }
     }
     Ok(())

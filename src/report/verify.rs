@@ -5,6 +5,7 @@ use std::io::{self, Write};
 use super::doc::{CatalogVerdict, ShowJudgedDoc, VerifyDoc};
 use super::query::mark;
 use super::{SCHEMA_VERSION, Styles, write_json};
+use crate::image::detect::ImageFacts;
 use crate::model::PartialDate;
 use crate::resolve::Severity;
 use crate::verify::Verification;
@@ -27,7 +28,14 @@ pub fn verify(
             },
         );
     }
-    let f = &v.facts;
+    origin_lines(out, v)?;
+    software_lines(out, &v.facts)?;
+    library_lines(out, &v.facts)?;
+    verdict(out, v, styles)
+}
+
+/// The image read, and how it was read.
+fn origin_lines(out: &mut dyn Write, v: &Verification) -> io::Result<()> {
     writeln!(
         out,
         "image:      {} ({}{})",
@@ -47,6 +55,11 @@ pub fn verify(
         (None, Some(why)) => writeln!(out, "read:       every layer, because {why}")?,
         (None, None) => {}
     }
+    Ok(())
+}
+
+/// The OS, Pythons, torch and CUDA toolkits found.
+fn software_lines(out: &mut dyn Write, f: &ImageFacts) -> io::Result<()> {
     if let Some(os) = &f.os {
         writeln!(
             out,
@@ -103,6 +116,11 @@ pub fn verify(
             if c.nvcc.is_some() { " (with nvcc)" } else { "" }
         )?;
     }
+    Ok(())
+}
+
+/// cuDNN, NCCL, cuda-compat, NVIDIA_REQUIRE_* and the user the image runs as.
+fn library_lines(out: &mut dyn Write, f: &ImageFacts) -> io::Result<()> {
     let versions = |xs: Vec<String>| {
         if xs.is_empty() {
             "none".to_string()
@@ -158,7 +176,7 @@ pub fn verify(
     if let Some(u) = &f.user {
         writeln!(out, "user:       {}", if u.is_empty() { "root" } else { u })?;
     }
-    verdict(out, v, styles)
+    Ok(())
 }
 
 /// The target, the claims, the findings and the verdict: what `verify` and an image judged
