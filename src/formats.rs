@@ -152,27 +152,33 @@ pub fn lib_version(file_name: &str, stem: &str) -> Option<String> {
     valid.then(|| rest.to_string())
 }
 
+/// `include_str!` of a file under `tests/fixtures/host/`: the captures these texts, and
+/// the host's, are tested on.
+#[cfg(test)]
+macro_rules! fixture {
+    ($path:literal) => {
+        include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/host/",
+            $path
+        ))
+    };
+}
+#[cfg(test)]
+pub(crate) use fixture;
+
+/// A value parsed from a literal the test knows to be good.
+#[cfg(test)]
+pub(crate) fn v<T: std::str::FromStr>(s: &str) -> T
+where
+    T::Err: std::fmt::Debug,
+{
+    s.parse().unwrap()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// `include_str!` of a file under `tests/fixtures/host/`.
-    macro_rules! fixture {
-        ($path:literal) => {
-            include_str!(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/tests/fixtures/host/",
-                $path
-            ))
-        };
-    }
-
-    fn v<T: std::str::FromStr>(s: &str) -> T
-    where
-        T::Err: std::fmt::Debug,
-    {
-        s.parse().unwrap()
-    }
 
     #[test]
     fn os_releases() {

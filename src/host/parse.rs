@@ -86,28 +86,8 @@ pub(crate) fn number_with_unit(raw: &str, units: &[&str]) -> Option<u64> {
     digits.parse().ok()
 }
 
-/// `include_str!` of a file under `tests/fixtures/host/`.
 #[cfg(test)]
-macro_rules! fixture {
-    ($path:literal) => {
-        include_str!(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/fixtures/host/",
-            $path
-        ))
-    };
-}
-#[cfg(test)]
-pub(crate) use fixture;
-
-/// A value parsed from a literal the test knows to be good.
-#[cfg(test)]
-pub(crate) fn v<T: std::str::FromStr>(s: &str) -> T
-where
-    T::Err: std::fmt::Debug,
-{
-    s.parse().unwrap()
-}
+pub(crate) use crate::formats::{fixture, v};
 
 #[cfg(test)]
 mod tests {

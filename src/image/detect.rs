@@ -165,6 +165,31 @@ pub struct TorchFacts {
 }
 
 impl TorchFacts {
+    /// A torch whose version and CUDA (`None`: a CPU build) are known from `version.py` or
+    /// a record, and nothing else yet: no metadata, pins or companions.
+    pub fn declared(
+        site_packages: String,
+        python: Option<String>,
+        version: Sourced<String>,
+        cuda: Option<Sourced<String>>,
+    ) -> TorchFacts {
+        TorchFacts {
+            site_packages,
+            python,
+            version: Some(version),
+            cpu_only: cuda.is_none(),
+            cuda,
+            git_version: None,
+            hip: None,
+            dist_version: None,
+            pins: Vec::new(),
+            pins_source: None,
+            unparsed_pins: Vec::new(),
+            torchvision: None,
+            torchaudio: None,
+        }
+    }
+
     /// The torch version, from `version.py` or else the metadata.
     pub fn version_str(&self) -> Option<&str> {
         self.version

@@ -57,21 +57,12 @@ fn facts(db: &Db, rec: &Image) -> (ImageFacts, Vec<ForwardCompat>) {
             .cuda
             .as_ref()
             .map(|c| Sourced::new(format!("{}.{}", c.major(), c.minor()), marked("cuda")));
-        f.torch.push(TorchFacts {
-            site_packages: String::new(),
-            python: rec.python.as_ref().map(|p| p.to_string()),
-            version: Some(Sourced::new(t.to_string(), marked("torch"))),
-            cpu_only: cuda.is_none(),
+        f.torch.push(TorchFacts::declared(
+            String::new(),
+            rec.python.as_ref().map(|p| p.to_string()),
+            Sourced::new(t.to_string(), marked("torch")),
             cuda,
-            git_version: None,
-            hip: None,
-            dist_version: None,
-            pins: Vec::new(),
-            pins_source: None,
-            unparsed_pins: Vec::new(),
-            torchvision: None,
-            torchaudio: None,
-        });
+        ));
     }
     if let Some(r) = &rec.require_cuda {
         let var = "NVIDIA_REQUIRE_CUDA".to_string();

@@ -888,21 +888,12 @@ mod tests {
         use crate::model::Sourced;
         let db = Db::embedded().unwrap();
         let mut facts = ImageFacts::default();
-        facts.torch.push(TorchFacts {
-            site_packages: "/usr/local/lib/python3.10/dist-packages".into(),
-            python: Some("3.10".into()),
-            version: Some(Sourced::new("2.5.0a0+872d972e41".into(), "torch/version.py")),
-            cuda: Some(Sourced::new("12.6".into(), "torch/version.py")),
-            cpu_only: false,
-            git_version: None,
-            hip: None,
-            dist_version: None,
-            pins: Vec::new(),
-            pins_source: None,
-            unparsed_pins: Vec::new(),
-            torchvision: None,
-            torchaudio: None,
-        });
+        facts.torch.push(TorchFacts::declared(
+            "/usr/local/lib/python3.10/dist-packages".into(),
+            Some("3.10".into()),
+            Sourced::new("2.5.0a0+872d972e41".into(), "torch/version.py"),
+            Some(Sourced::new("12.6".into(), "torch/version.py")),
+        ));
         facts.cuda_compat.push(CompatLib {
             path: "/usr/local/cuda-12.6/compat/libcuda.so.560.35.03".into(),
             driver: Some("560.35.03".parse().unwrap()),
