@@ -438,6 +438,7 @@ fn strip_word<'a>(s: &'a str, words: &[&str]) -> &'a str {
 
 impl Db {
     /// Finds the record of `kind` that answers to `name`.
+    // Long as a table is: one arm per record kind, each reading a name its own way.
     pub fn find(&self, kind: Kind, name: &str) -> Result<Found<'_>, LookupError> {
         let err = |suggestions: Vec<String>, ambiguous: bool| LookupError {
             kind,

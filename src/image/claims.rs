@@ -459,6 +459,8 @@ impl Claims {
     /// Each claim beside what detection found. For `cuda`, torch's own CUDA
     /// (`torch.version.cuda`) is what is compared when there is a torch, since that is what a
     /// torch image's tag means; otherwise the toolkit and `CUDA_VERSION`.
+    // One comparison per claimed component, side by side so that each is compared and
+    // sourced the same way.
     pub fn compare(&self, facts: &ImageFacts) -> Vec<ClaimCheck> {
         let mut out = Vec::new();
         let check = |component: &'static str, claimed: &str, found: Vec<Sourced<String>>| {

@@ -534,6 +534,8 @@ fn site_python(site: &str) -> Option<String> {
         .flatten()
 }
 
+// One pass over the kept paths reading every way a Python shows itself (interpreter,
+// library directory, conda record); split, each way would walk the paths again.
 fn pythons(paths: &[&str], sites: &[String]) -> Vec<PythonFacts> {
     let mut found: BTreeMap<(String, String), PythonFacts> = BTreeMap::new();
     fn entry(

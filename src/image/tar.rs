@@ -138,6 +138,8 @@ impl<R: Read> TarReader<R> {
 
     /// The next entry's header, skipping whatever of the current entry was not read;
     /// `None` at the end of the archive.
+    // One loop over the headers that extend the next entry (GNU long names and links, PAX
+    // records): what each says is carried to the entry that follows, so they stay together.
     pub fn next_header(&mut self) -> Result<Option<Header>, ImageError> {
         if self.done {
             return Ok(None);

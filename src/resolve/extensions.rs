@@ -121,6 +121,8 @@ fn nvcc_needed(p: &Package) -> &'static str {
 }
 
 /// Decides one requirement against its record.
+// The decision in its order of precedence (markers, the pinned version, prebuilt wheels,
+// build options and variables): kept in one place so the order reads top to bottom.
 fn decide(r: &Requirement, p: &Package, pythons: &[PythonRelease]) -> ExtensionReq {
     let who = format!("{} ({})", p.name, r.origin);
     let assumed_tail = format!("extensions assumed, {}", nvcc_needed(p));

@@ -45,6 +45,8 @@ fn on_gpus(q: &Query) -> String {
 }
 
 /// Suggestions for an answer whose best verdict is `verdict`.
+// The changes tried, in the order a user would make them (driver, torch build, Python,
+// OS), each a short block over the same candidates.
 pub(crate) fn suggest(ix: &Index<'_>, q: &Query, verdict: Status) -> Vec<Suggestion> {
     let mut out: Vec<Suggestion> = Vec::new();
     let target = if verdict == Status::Incompatible {

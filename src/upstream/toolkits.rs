@@ -336,6 +336,61 @@ fn pypi_page(project: &str, version: &str) -> String {
     format!("https://pypi.org/project/{project}/{version}/")
 }
 
+/// Where a proposed toolkit's facts come from: the meta-package's page and metadata (its
+/// pinned nvcc named in the notes), or, for a line only component wheels show, those
+/// wheels (its release then taken to be the GA, and marked).
+fn toolkit_sources(t: &ToolkitFacts, notes: &mut Vec<String>, unverified: &mut Vec<String>) -> Vec<Source> {
+    let mut sources = Vec::new();
+    match &t.meta_version {
+        Some(mv) => {
+            let pins = match (&t.nvcc, &t.runtime) {
+                (None, None) => {
+                    "no PEP 658 metadata was served, so its component pins are unread".to_string()
+                }
+                (nvcc, rt) => format!(
+                    "pins nvidia-cuda-nvcc=={}.* and nvidia-cuda-runtime=={}.*",
+                    nvcc.as_deref().unwrap_or("?"),
+                    rt.as_deref().unwrap_or("?")
+                ),
+            };
+            sources.push(Source {
+                url: pypi_page(TOOLKIT_PROJECT, mv),
+                note: Some(format!(
+                    "NVIDIA's meta-package {mv}{}: {pins}",
+                    t.released
+                        .map(|d| format!(", first uploaded {d}"))
+                        .unwrap_or_default()
+                )),
+            });
+            if let Some(u) = t.metadata_url.as_deref().filter(|u| u.starts_with("https://")) {
+                sources.push(Source {
+                    url: u.to_string(),
+                    note: Some("PEP 658 core metadata of the meta-package".into()),
+                });
+            }
+            if let Some(n) = &t.nvcc {
+                notes.push(format!(
+                    "Its nvcc is nvidia-cuda-nvcc {n} (the wheel to run for the arch list)."
+                ));
+            }
+        }
+        None => {
+            unverified.push("released".into());
+            notes.push(
+                "Only component wheels show this line (no cuda-toolkit version for it), so the release is taken to be its GA, X.Y.0; released is the first component upload."
+                    .into(),
+            );
+            for (project, versions) in &t.components {
+                sources.push(Source {
+                    url: format!("https://pypi.org/project/{project}/"),
+                    note: Some(format!("component wheels of this line: {}", versions.join(", "))),
+                });
+            }
+        }
+    }
+    sources
+}
+
 /// A proposed toolkit record: what PyPI states, the family-wide facts of its major taken
 /// from the curated records (the minor-version floor is one value per family), and the
 /// rest pending.
@@ -407,54 +462,7 @@ fn toolkit_proposal(t: &ToolkitFacts, db: &Db) -> Result<Proposal, UpstreamError
         _ => pending.push("min_driver_windows".into()),
     }
     pending.push("sass".into());
-    let mut sources = Vec::new();
-    match &t.meta_version {
-        Some(mv) => {
-            let pins = match (&t.nvcc, &t.runtime) {
-                (None, None) => {
-                    "no PEP 658 metadata was served, so its component pins are unread".to_string()
-                }
-                (nvcc, rt) => format!(
-                    "pins nvidia-cuda-nvcc=={}.* and nvidia-cuda-runtime=={}.*",
-                    nvcc.as_deref().unwrap_or("?"),
-                    rt.as_deref().unwrap_or("?")
-                ),
-            };
-            sources.push(Source {
-                url: pypi_page(TOOLKIT_PROJECT, mv),
-                note: Some(format!(
-                    "NVIDIA's meta-package {mv}{}: {pins}",
-                    t.released
-                        .map(|d| format!(", first uploaded {d}"))
-                        .unwrap_or_default()
-                )),
-            });
-            if let Some(u) = t.metadata_url.as_deref().filter(|u| u.starts_with("https://")) {
-                sources.push(Source {
-                    url: u.to_string(),
-                    note: Some("PEP 658 core metadata of the meta-package".into()),
-                });
-            }
-            if let Some(n) = &t.nvcc {
-                notes.push(format!(
-                    "Its nvcc is nvidia-cuda-nvcc {n} (the wheel to run for the arch list)."
-                ));
-            }
-        }
-        None => {
-            unverified.push("released".into());
-            notes.push(
-                "Only component wheels show this line (no cuda-toolkit version for it), so the release is taken to be its GA, X.Y.0; released is the first component upload."
-                    .into(),
-            );
-            for (project, versions) in &t.components {
-                sources.push(Source {
-                    url: format!("https://pypi.org/project/{project}/"),
-                    note: Some(format!("component wheels of this line: {}", versions.join(", "))),
-                });
-            }
-        }
-    }
+    let sources = toolkit_sources(t, &mut notes, &mut unverified);
     if t.released.is_none() {
         unverified.retain(|k| k != "released");
     }

@@ -263,6 +263,8 @@ fn python_dir_version(base: &str) -> Option<String> {
 }
 
 impl Reader<'_> {
+    // The four rounds of requests, in order: what each round asks depends on what the
+    // rounds before it found, through locals shared by all four.
     fn run(&mut self, config: &ImageConfig) -> Result<(), Stop> {
         let arch = config.architecture.as_deref();
         let triple = triple(arch);
