@@ -325,3 +325,38 @@ fn db_refresh_json() {
     let text = run.stdout.replace(&*out.to_string_lossy(), "[OUT]");
     snap!("db-refresh", serde_json::from_str::<Value>(&text).unwrap());
 }
+
+/// `verify --json` of an image read from a `docker save` file (an NGC-style image whose
+/// cuda-compat serves R535, read from its ELF note), on an R535 data-center host: the
+/// archive's temporary path is written as `[ARCHIVE]`.
+#[test]
+fn verify_json_of_an_archive() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ngc.tar");
+    std::fs::write(&path, crate::image::ngc_image()).unwrap();
+    let reference = format!("docker-archive:{}", path.display());
+    let text = stdout(&[
+        "verify",
+        &reference,
+        "--driver",
+        "535.104.05",
+        "--gpu",
+        "H100 SXM",
+        "--json",
+    ]);
+    let text = text.replace(&*path.to_string_lossy(), "[ARCHIVE]");
+    let doc: VerifyDoc = reads_back("verify --json of an archive", &text);
+    let served = doc
+        .verification
+        .findings
+        .iter()
+        .find(|f| f.code == gpuenv::resolve::Code::ImageForwardCompat)
+        .expect("the compat library's note serves R535");
+    assert_eq!(served.severity, gpuenv::resolve::Severity::Info);
+    assert!(
+        served.message.contains("libcuda.so.570.86.10"),
+        "{}",
+        served.message
+    );
+    snap!("verify-archive", serde_json::from_str::<Value>(&text).unwrap());
+}
