@@ -6,12 +6,12 @@
 //! credentials are sent, how long the registry may take (a [`Deadline`] over the whole
 //! read) and how much it may send (a cap per kind of document, and each blob exactly the
 //! size its descriptor declares). Must not: read what is inside a layer (that is
-//! `image`), decide anything, or print. Credentials come from `docker::auth` (the lookup
+//! `image`), decide anything, or print. Credentials come from `crate::credentials` (the lookup
 //! `pull` uses) and never appear in errors or output.
 //!
-//! Types: an index entry's [`Platform`] is the image readers' ([`crate::image::archive`]);
-//! the [`Descriptor`] here is still its own, lenient serde reading (a missing size reads as
-//! 0), where the archive reader's is strict (a missing or negative size is an error).
+//! Types: [`Descriptor`] and an index entry's [`Platform`] are the image readers'
+//! ([`crate::image::archive`]), read as strictly: a descriptor without a whole,
+//! non-negative size is a malformed manifest, since the size bounds the blob's read.
 //!
 //! Credentials, as Docker's own registry client sends them (distribution/distribution,
 //! `registry/client/auth/session.go`: `endpointAuthorizer.ModifyRequest` adds them only to
@@ -42,7 +42,7 @@ use std::sync::Mutex;
 use reqwest::StatusCode;
 use reqwest::blocking::Client;
 use reqwest::header::{ACCEPT, WWW_AUTHENTICATE};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use sha2::{Digest as _, Sha256};
 
 use crate::credentials::Credentials;
@@ -158,21 +158,8 @@ pub enum RegistryError {
 /// A platform of an index entry: the image readers' type.
 pub use crate::image::archive::Platform;
 
-/// A content descriptor (OCI).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Descriptor {
-    /// Media type.
-    #[serde(rename = "mediaType", default)]
-    pub media_type: String,
-    /// `sha256:...`.
-    pub digest: String,
-    /// Bytes.
-    #[serde(default)]
-    pub size: u64,
-    /// For index entries.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub platform: Option<Platform>,
-}
+/// A content descriptor (OCI): the image readers' type, read as strictly.
+pub use crate::image::archive::Descriptor;
 
 #[derive(Debug, Deserialize)]
 struct Index {
@@ -593,7 +580,7 @@ impl Registry {
                 available: crate::text::excerpt(&available.join(", ")),
             });
         };
-        let (body, digest, _) = self.manifest_bytes(repo, &chosen.digest, &what)?;
+        let (body, digest, _) = self.manifest_bytes(repo, chosen.digest.as_str(), &what)?;
         Ok((body, digest))
     }
 
@@ -654,7 +641,7 @@ impl Registry {
         let what = format!("blob {} of {repo}", desc.digest);
         let resp = self.get(&format!("{repo}/blobs/{}", desc.digest), None, &what)?;
         let body = resp.body(Cap::exactly(desc.size, "its descriptor declares"))?;
-        Ok(VerifyingReader::new(body, &desc.digest, what))
+        Ok(VerifyingReader::new(body, desc.digest.as_str(), what))
     }
 }
 
@@ -690,7 +677,12 @@ pub fn declared_sizes(
     };
     let reg = Registry::new(host, creds, deadline.clone(), insecure)?;
     match reg.manifest(&repo, &reference, platform) {
-        Ok((m, _)) => Ok(Some(m.layers.into_iter().map(|d| (d.digest, d.size)).collect())),
+        Ok((m, _)) => Ok(Some(
+            m.layers
+                .into_iter()
+                .map(|d| (d.digest.to_string(), d.size))
+                .collect(),
+        )),
         Err(RegistryError::Net(NetError::Unreachable { .. }))
         | Err(RegistryError::Unreachable { .. })
         | Err(RegistryError::Denied { .. })
@@ -785,6 +777,27 @@ impl<R: Read> Read for VerifyingReader<R> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A manifest's descriptors are read as an archive's are: a layer without a size, or
+    /// with a negative one, is a malformed manifest, not a blob of 0 bytes.
+    #[test]
+    fn a_descriptor_without_a_whole_size_is_refused() {
+        let digest = format!("sha256:{}", "a".repeat(64));
+        let m = |size: &str| {
+            format!(
+                r#"{{"config": {{"mediaType": "c", "digest": "{digest}", "size": 2}}, "layers": [{{"mediaType": "l", "digest": "{digest}"{size}}}]}}"#
+            )
+        };
+        let ok: Manifest = serde_json::from_str(&m(r#", "size": 7"#)).unwrap();
+        assert_eq!(ok.layers[0].size, 7);
+        assert_eq!(ok.layers[0].digest.as_str(), digest);
+        for (size, says) in [("", "no `size`"), (r#", "size": -1"#, "negative")] {
+            let e = serde_json::from_str::<Manifest>(&m(size))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(says), "{e}");
+        }
+    }
 
     #[test]
     fn verifying_reader() {

@@ -170,12 +170,7 @@ impl archive::BlobSource for RegistryBlobs<'_> {
         digest: &crate::image::digest::Digest,
         size: u64,
     ) -> Result<Box<dyn Read + '_>, ImageError> {
-        let desc = crate::registry::Descriptor {
-            media_type: String::new(),
-            digest: digest.as_str().to_string(),
-            size,
-            platform: None,
-        };
+        let desc = crate::registry::Descriptor::blob(digest.clone(), size);
         let reader = self.reg.blob(self.repo, &desc).map_err(|e| match e {
             RegistryError::Net(n) => ImageError::Io {
                 what: format!("blob {digest}"),

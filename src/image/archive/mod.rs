@@ -64,6 +64,7 @@ mod stream;
 
 pub use blobs::read_from_blobs;
 pub use file::{read_archive_file, read_archive_file_with};
+pub use oci::Descriptor;
 pub use oci_dir::{OciDir, read_oci_dir};
 pub use stream::{read_archive, read_archive_with};
 

@@ -32,17 +32,44 @@ pub(super) trait Store {
     ) -> Result<Vec<Layer>, (usize, ImageError)>;
 }
 
-/// A descriptor: what a manifest or an index says about a blob.
-#[derive(Debug, Clone)]
-pub(super) struct Descriptor {
-    media_type: String,
-    pub(super) digest: Digest,
+/// A descriptor: what a manifest or an index says about a blob. The one descriptor type
+/// of gpuenv: archives, OCI directories and the registry client read it alike, strictly
+/// (a size is required, whole and not negative: it bounds reading the blob).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Descriptor {
+    /// Media type (empty where the document gives none).
+    pub media_type: String,
+    /// The blob's digest.
+    pub digest: Digest,
     /// The blob's length in bytes: required by the OCI image spec and Docker's manifest
     /// schema 2, and what bounds reading the blob.
-    pub(super) size: u64,
-    platform: Option<Platform>,
+    pub size: u64,
+    /// For index entries.
+    pub platform: Option<Platform>,
     annotations: BTreeMap<String, String>,
     urls: bool,
+}
+
+impl Descriptor {
+    /// A blob known by its digest and size alone (a layer a manifest already named).
+    pub fn blob(digest: Digest, size: u64) -> Descriptor {
+        Descriptor {
+            media_type: String::new(),
+            digest,
+            size,
+            platform: None,
+            annotations: BTreeMap::new(),
+            urls: false,
+        }
+    }
+}
+
+/// Read from JSON by the same strict reader as an archive's documents.
+impl<'de> serde::Deserialize<'de> for Descriptor {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Descriptor, D::Error> {
+        let v = <Value as serde::Deserialize>::deserialize(d)?;
+        descriptor(&v, "descriptor").map_err(|e| serde::de::Error::custom(e.to_string()))
+    }
 }
 
 fn descriptor(v: &Value, what: &str) -> Result<Descriptor, ImageError> {
