@@ -154,7 +154,7 @@ fn plan(
     let release = db
         .torch
         .iter()
-        .find(|r| r.version.to_string() == *chosen.torch)
+        .find(|r| r.version == chosen.torch)
         .ok_or_else(|| CliError::Usage(format!("torch {} is not in the database", chosen.torch)))?;
     let mut requirements = Vec::new();
     for f in requirement_files {

@@ -842,7 +842,7 @@ fn check_step(t: &mut String, p: &Plan<'_>) {
          build this file was written for. Run as the image's user: it must be able to import it.",
     );
     w(c.trim_end());
-    let check = torch_check(&stack.torch, cuda_label.as_ref());
+    let check = torch_check(&stack.torch.to_string(), cuda_label.as_ref());
     w(&format!("RUN python -c \"{check}\""));
     w("");
 }

@@ -89,10 +89,10 @@ fn same_python(image: &Image, stack: &Stack) -> bool {
 }
 
 fn same_torch(image: &Image, stack: &Stack) -> bool {
-    let Ok(want) = crate::model::parse_version(&stack.torch) else {
-        return false;
-    };
-    image.torch.as_ref().is_some_and(|t| release(t) == release(&want))
+    image
+        .torch
+        .as_ref()
+        .is_some_and(|t| release(t) == release(&stack.torch))
 }
 
 /// Chooses the image for the runnable stacks of an answer (best first).

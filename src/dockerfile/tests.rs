@@ -22,12 +22,7 @@ fn stack(torch: &str, python: &str, gpu: Option<&str>) -> (Stack, TorchRelease) 
         .into_iter()
         .find(|s| s.status != Status::Incompatible)
         .unwrap_or_else(|| panic!("no stack runs for torch {torch}, Python {python}"));
-    let rel = db
-        .torch
-        .iter()
-        .find(|r| r.version.to_string() == *s.torch)
-        .unwrap()
-        .clone();
+    let rel = db.torch.iter().find(|r| r.version == s.torch).unwrap().clone();
     (s, rel)
 }
 

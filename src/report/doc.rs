@@ -279,9 +279,9 @@ impl From<&Stack> for StackBrief {
             torch: s.torch.to_string(),
             variant: s.variant,
             python: s.python.clone(),
-            cuda: s.cuda.as_deref().map(str::to_string),
-            cudnn: s.cudnn.as_deref().map(str::to_string),
-            nccl: s.nccl.as_deref().map(str::to_string),
+            cuda: s.cuda.as_ref().map(|c| c.to_string()),
+            cudnn: s.cudnn.as_ref().map(|c| c.to_string()),
+            nccl: s.nccl.as_ref().map(|c| c.to_string()),
             status: s.status,
         }
     }

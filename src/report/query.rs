@@ -256,8 +256,8 @@ fn write_table(out: &mut dyn Write, builds: &[Vec<&Stack>], opts: &QueryOpts) ->
                 " {:<20} {:<10} {:<6} {:<10} {}",
                 format!("{}+{}", s.torch, s.variant),
                 pythons(b),
-                s.cuda.as_deref().unwrap_or("-"),
-                s.cudnn.as_deref().unwrap_or("-"),
+                s.cuda.as_ref().map_or("-", |c| c.as_str()),
+                s.cudnn.as_ref().map_or("-", |c| c.as_str()),
                 note(s)
             )?;
         }

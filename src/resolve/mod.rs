@@ -283,18 +283,18 @@ pub struct Needs {
 /// One candidate: a torch build on a Python.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Stack {
-    /// The torch release (`2.4.1`).
-    pub torch: Arc<str>,
+    /// The torch release (`2.4.1`): the version of its record in compat-db.
+    pub torch: crate::model::Version,
     /// The build (`cu121`, `cpu`).
     pub variant: Variant,
     /// The Python (`3.11`), or what was asked when no wheel fits.
     pub python: String,
     /// CUDA of the build.
-    pub cuda: Option<Arc<str>>,
+    pub cuda: Option<CudaVersion>,
     /// cuDNN it brings.
-    pub cudnn: Option<Arc<str>>,
+    pub cudnn: Option<crate::model::CudnnVersion>,
     /// NCCL it brings.
-    pub nccl: Option<Arc<str>>,
+    pub nccl: Option<crate::model::NcclVersion>,
     /// The verdict.
     pub status: Status,
     /// Why.

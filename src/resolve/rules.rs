@@ -710,10 +710,10 @@ fn build_stacks(
     let mut shared = view(&r, &outcomes, graph);
     shared.sort_by_key(|f| std::cmp::Reverse(f.severity));
     let shared: Arc<[Finding]> = shared.into();
-    let torch: Arc<str> = rel.version.to_string().into();
-    let cuda: Option<Arc<str>> = v.cuda.as_ref().map(|c| c.to_string().into());
-    let cudnn: Option<Arc<str>> = v.cudnn.as_ref().map(|c| c.to_string().into());
-    let nccl: Option<Arc<str>> = v.nccl.as_ref().map(|c| c.to_string().into());
+    let torch = rel.version.clone();
+    let cuda = v.cuda.clone();
+    let cudnn = v.cudnn.clone();
+    let nccl = v.nccl.clone();
     let distance = variant_distance(q, rel, v);
     let mk = |python: String, own: Vec<Finding>, py: (u8, u8, u8), install: String| {
         let findings = Findings::new(shared.clone(), own);

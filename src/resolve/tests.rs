@@ -541,7 +541,7 @@ proptest! {
         let ix = Index::new(&db);
         for v in verdicts(&ix, &q) {
             let torch = v.torch.to_string();
-            let stacks: Vec<&Stack> = answer.stacks.iter().filter(|s| *s.torch == *torch && s.variant == v.variant).collect();
+            let stacks: Vec<&Stack> = answer.stacks.iter().filter(|s| s.torch.to_string() == torch && s.variant == v.variant).collect();
             prop_assert!(!stacks.is_empty());
             for s in stacks {
                 prop_assert_eq!(s.status, v.status, "{}+{}", torch, v.variant);
@@ -840,7 +840,7 @@ fn verdicts_are_the_status_of_the_findings_across_the_matrix() {
                 let torch = v.torch.to_string();
                 let of_build: Vec<&Stack> = stacks
                     .iter()
-                    .filter(|s| *s.torch == *torch && s.variant == v.variant)
+                    .filter(|s| s.torch.to_string() == torch && s.variant == v.variant)
                     .collect();
                 assert!(!of_build.is_empty(), "{torch}+{}", v.variant);
                 for s in of_build {

@@ -128,7 +128,7 @@ fn query_json() {
 #[test]
 fn query_json_reads_back() {
     let doc: QueryDoc = reads_back("query --json", &stdout(QUERY));
-    assert_eq!(doc.stacks[0].torch.as_ref(), "2.4.1");
+    assert_eq!(doc.stacks[0].torch.to_string(), "2.4.1");
     assert!(
         doc.stacks[0]
             .findings
