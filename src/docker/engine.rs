@@ -739,10 +739,6 @@ impl Bollard {
 }
 
 impl super::PathReader for Paths<'_> {
-    fn image(&self) -> &str {
-        &self.image
-    }
-
     /// All at once, several requests in flight.
     fn ask(
         &self,

@@ -168,10 +168,6 @@ struct TreeReader<'a> {
 }
 
 impl PathReader for TreeReader<'_> {
-    fn image(&self) -> &str {
-        &self.image
-    }
-
     fn ask(
         &self,
         stats: &[String],

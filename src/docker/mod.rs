@@ -409,8 +409,6 @@ pub struct ImageConfigDoc {
 
 /// An image's files, read path by path without exporting the image.
 pub trait PathReader {
-    /// The image the reader reads.
-    fn image(&self) -> &str;
     /// Stats every path of `stats` (`None`: absent) and fetches every path of `gets` as
     /// a tar (a tar past its limit is abandoned as [`Fetched::TooLarge`]); the answers
     /// come in the order asked.
