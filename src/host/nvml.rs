@@ -61,6 +61,7 @@ pub fn read() -> NvmlProbe {
                 .ok(),
             ecc_enabled: d.is_ecc_enabled().ok().map(|e| e.currently_enabled),
             mig_enabled: d.mig_mode().ok().map(|m| m.current == 1),
+            ..GpuInfo::default()
         });
     }
     NvmlProbe::Read {

@@ -180,6 +180,12 @@ pub struct HostReport {
     pub gpu_failure: Option<SmiFailure>,
     /// GPU interconnect.
     pub topology: Option<Sourced<Topology>>,
+    /// Each GPU's NVLinks (`nvidia-smi nvlink -s`), where there is more than one GPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nvlink: Option<Sourced<Vec<NvLinkGpu>>>,
+    /// NVSwitch devices found (`lspci`): the fabric of HGX/DGX boards.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nvswitches: Option<Sourced<u32>>,
     /// `nvcc` on PATH.
     pub nvcc: Option<Sourced<CudaVersion>>,
     /// Toolkits under `/usr/local`.
@@ -209,6 +215,12 @@ pub struct HostReport {
     pub memory_kib: Option<u64>,
     /// Filesystems.
     pub mounts: Vec<Mount>,
+    /// RDMA, network interfaces, GPUDirect RDMA.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<Network>,
+    /// The host's name (`/proc/sys/kernel/hostname`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hostname: Option<String>,
     /// Probes that failed or were cut off.
     pub issues: Vec<ProbeIssue>,
     /// `GPUENV_*` overrides applied.

@@ -51,6 +51,111 @@ pub struct GpuInfo {
     /// MIG mode currently enabled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mig_enabled: Option<bool>,
+    /// The PCIe generation the card itself can reach (`max_device_link_gen`): with
+    /// [`GpuInfo::pcie_gen_host_max`] it tells a Gen4 card in a Gen3 slot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pcie_gen_device_max: Option<u32>,
+    /// The PCIe generation the slot (the host side of the link) can reach
+    /// (`max_host_link_gen`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pcie_gen_host_max: Option<u32>,
+    /// What the GPU is doing now: memory, processes, power, temperature, throttling.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<GpuState>,
+}
+
+/// A GPU's state when it was probed. Every field is `None` when the source did not say;
+/// an empty list is a reading ("no process"), not a missing one.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct GpuState {
+    /// Where these readings came from (`nvidia-smi -q -x`, `nvml`).
+    pub source: String,
+    /// Memory in use, MiB (what `nvidia-smi` shows as used; the driver's reservation is
+    /// apart).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_used_mib: Option<u64>,
+    /// GPU utilization, percent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub utilization_pct: Option<u32>,
+    /// The performance state (`P0`..`P12`; `P8` and above is idle).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pstate: Option<String>,
+    /// Power drawn now, watts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power_draw_w: Option<f64>,
+    /// The power limit in force, watts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power_limit_w: Option<f64>,
+    /// The limit the board ships with, watts (a lower `power_limit_w` was set by someone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power_default_limit_w: Option<f64>,
+    /// GPU core temperature, degrees C.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature_c: Option<u32>,
+    /// The temperature at which the GPU slows itself down, degrees C, as the card reports
+    /// it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature_slowdown_c: Option<u32>,
+    /// Clock-event (throttle) reasons active now; `None` when not reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throttle: Option<Vec<Throttle>>,
+    /// Persistence mode on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub persistence_mode: Option<bool>,
+    /// Processes holding GPU memory; `None` when not reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub processes: Option<Vec<GpuProcess>>,
+}
+
+/// Why the GPU runs its clocks below the maximum (`clocks_event_reasons`, formerly
+/// `clocks_throttle_reasons`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Throttle {
+    /// Nothing to do: normal at idle.
+    GpuIdle,
+    /// Application clocks were set lower.
+    ApplicationsClocks,
+    /// The software power cap (the power limit) holds the clocks.
+    SwPowerCap,
+    /// Hardware slowdown: too hot, or the power supply asserted the brake.
+    HwSlowdown,
+    /// Hardware thermal slowdown.
+    HwThermal,
+    /// Hardware power brake slowdown (an external signal, often the PSU).
+    HwPowerBrake,
+    /// Software thermal slowdown (over the target temperature).
+    SwThermal,
+    /// Sync boost (clocks held with other GPUs).
+    SyncBoost,
+    /// Display clock setting.
+    DisplayClocks,
+}
+
+impl Throttle {
+    /// A reason that costs speed on a machine at work: heat, power brake or a hardware
+    /// slowdown (idle, application clocks and sync boost are settings, not faults).
+    pub fn is_fault(self) -> bool {
+        matches!(
+            self,
+            Throttle::HwSlowdown | Throttle::HwThermal | Throttle::HwPowerBrake | Throttle::SwThermal
+        )
+    }
+}
+
+/// A process holding GPU memory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GpuProcess {
+    /// Its process id (in the host's namespace, as the driver sees it).
+    pub pid: u32,
+    /// Its name or command path.
+    pub name: String,
+    /// `C` (compute), `G` (graphics) or `C+G`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// GPU memory it holds, MiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub used_mib: Option<u64>,
 }
 
 /// The driver as a tool reports it.
@@ -103,13 +208,124 @@ impl Link {
     }
 }
 
-/// The GPU-to-GPU matrix of `nvidia-smi topo -m`.
+/// The matrix of `nvidia-smi topo -m`: GPU to GPU, GPU to NIC, and each GPU's affinity.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Topology {
     /// Row labels, `GPU0`, `GPU1`...
     pub gpus: Vec<String>,
     /// `links[i][j]`: how GPU i reaches GPU j.
     pub links: Vec<Vec<Link>>,
+    /// The NICs of the matrix, in column order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nics: Vec<TopoNic>,
+    /// `nic_links[i][k]`: how GPU i reaches NIC k.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nic_links: Vec<Vec<Link>>,
+    /// Each GPU's CPU affinity as printed (`0-55,112-167`); `None` for `N/A` or absent.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cpu_affinity: Vec<Option<String>>,
+    /// Each GPU's NUMA node(s) as printed (`0`, `0-1`); `None` for `N/A` or absent.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub numa_affinity: Vec<Option<String>>,
+}
+
+/// A NIC column of `nvidia-smi topo -m`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopoNic {
+    /// The label in the matrix (`NIC0`, or `mlx5_0` on older drivers).
+    pub label: String,
+    /// The device the legend names for it (`mlx5_0`), where there is a legend.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
+}
+
+/// One GPU's NVLinks, as `nvidia-smi nvlink -s` reports them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NvLinkGpu {
+    /// The GPU index.
+    pub gpu: u32,
+    /// Its links, by number.
+    pub links: Vec<NvLinkLane>,
+}
+
+/// One NVLink of a GPU.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NvLinkLane {
+    /// The link number.
+    pub link: u32,
+    /// Up (`false` for `<inactive>`).
+    pub active: bool,
+    /// Its speed, GB/s per direction, when active (`26.562` on H100: NVLink 4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speed_gb_s: Option<f64>,
+}
+
+/// The machine's network: RDMA devices, Ethernet interfaces and GPUDirect RDMA.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Network {
+    /// RDMA ports (`/sys/class/infiniband/*/ports/*`).
+    #[serde(default)]
+    pub rdma: Vec<RdmaPort>,
+    /// Network interfaces other than loopback and virtual ones (`/sys/class/net/*`).
+    #[serde(default)]
+    pub interfaces: Vec<NetInterface>,
+    /// Whether `nvidia_peermem` (GPUDirect RDMA) is loaded (`/proc/modules`); `None` when
+    /// the module list could not be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peermem: Option<bool>,
+}
+
+/// One port of an RDMA device.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RdmaPort {
+    /// The device (`mlx5_0`).
+    pub device: String,
+    /// The port number.
+    pub port: u32,
+    /// `InfiniBand` or `Ethernet` (RoCE).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_layer: Option<String>,
+    /// `ACTIVE`, `DOWN`, `INIT`... (the word of `4: ACTIVE`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+    /// The rate in Gb/s (`200 Gb/sec (4X HDR)` gives 200).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_gbps: Option<f64>,
+    /// The sysfs directory read.
+    pub source: String,
+}
+
+/// One network interface.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetInterface {
+    /// `eth0`, `ens1f0np0`.
+    pub name: String,
+    /// Link speed, Mb/s; `None` when down or unknown (the kernel's `-1`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speed_mbps: Option<u64>,
+    /// The kernel driver (`mlx5_core`, `ice`), from the device's `uevent`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver: Option<String>,
+    /// `up`, `down`...
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operstate: Option<String>,
+    /// The sysfs directory read.
+    pub source: String,
+}
+
+/// What a filesystem is stored on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DiskMedia {
+    /// An NVMe drive.
+    Nvme,
+    /// A non-rotational drive that is not NVMe (SATA/SAS SSD, or a virtual disk that says
+    /// it does not rotate).
+    Ssd,
+    /// A rotational drive.
+    Hdd,
+    /// A network filesystem.
+    Network,
 }
 
 /// Why `nvidia-smi` gave no report.
@@ -165,10 +381,13 @@ pub struct CpuInfo {
     /// Sockets.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sockets: Option<u32>,
+    /// NUMA nodes (`/sys/devices/system/node/node*`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub numa_nodes: Option<u32>,
 }
 
 /// One mounted filesystem (`df -PkT`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Mount {
     /// `/dev/nvme0n1p1`.
     pub device: String,
@@ -180,6 +399,15 @@ pub struct Mount {
     pub avail_kib: u64,
     /// Where it is mounted.
     pub mount: String,
+    /// The whole block device under it (`nvme0n1` for `/dev/nvme0n1p2`), where known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk: Option<String>,
+    /// What it is stored on, where known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub media: Option<DiskMedia>,
+    /// Where `media` was read (`/sys/block/sda/queue/rotational`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub media_source: Option<String>,
 }
 
 /// A shared library as `ldconfig -p` lists it.

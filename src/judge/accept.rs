@@ -369,6 +369,7 @@ mod tests {
                     size_kib: 468_750_000,
                     avail_kib: 400_000_000,
                     mount: "/".into(),
+                    ..Mount::default()
                 },
                 Mount {
                     device: "tmpfs".into(),
@@ -376,6 +377,7 @@ mod tests {
                     size_kib: 500_000_000,
                     avail_kib: 500_000_000,
                     mount: "/dev/shm".into(),
+                    ..Mount::default()
                 },
             ],
             ..HostReport::default()

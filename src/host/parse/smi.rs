@@ -129,6 +129,7 @@ fn xml_gpu(index: u32, gpu: Node<'_, '_>) -> Result<GpuInfo, String> {
         ecc_uncorrected_aggregate: ecc("aggregate"),
         ecc_enabled: text_at(gpu, &["ecc_mode", "current_ecc"]).and_then(enabled),
         mig_enabled: text_at(gpu, &["mig_mode", "current_mig"]).and_then(enabled),
+        ..GpuInfo::default()
     })
 }
 
@@ -231,6 +232,7 @@ pub fn smi_csv(text: &str) -> Result<SmiReport, String> {
             ecc_uncorrected_volatile: number_with_unit(field(12), &[]),
             ecc_uncorrected_aggregate: number_with_unit(field(13), &[]),
             mig_enabled: enabled(field(14)),
+            ..GpuInfo::default()
         });
     }
     Ok(report)

@@ -93,6 +93,7 @@ pub fn cpuinfo(text: &str) -> CpuInfo {
         logical,
         physical: count(cores.len()),
         sockets: count(sockets.len()),
+        numa_nodes: None,
     }
 }
 
@@ -135,6 +136,7 @@ pub fn df(text: &str) -> Vec<Mount> {
                 size_kib: size.parse().ok()?,
                 avail_kib: avail.parse().ok()?,
                 mount: mount.to_string(),
+                ..Mount::default()
             })
         })
         .collect()

@@ -86,6 +86,7 @@ pub fn smi_topo(text: &str) -> Result<Topology, String> {
     Ok(Topology {
         gpus: gpu_columns.iter().map(|(_, l)| l.to_string()).collect(),
         links: matrix,
+        ..Topology::default()
     })
 }
 
