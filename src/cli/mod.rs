@@ -385,9 +385,48 @@ struct CheckArgs {
     /// Disk ordered: GB (2000), or with a unit (2TB, 1.8TiB; decimal: 1 TB = 1000 GB).
     #[arg(long, value_name = "GB", allow_hyphen_values = true)]
     expect_disk: Option<String>,
-    /// The order as a TOML file with the same items (`gpu`, `gpus`, `gpu_memory`,
-    /// `driver`, `cpus`, `memory`, `disk`), read with the same units as the flags; flags
-    /// given as well take precedence.
+    /// The CUDA version the driver must support, at least (`12.4`).
+    #[arg(long, value_name = "VERSION")]
+    expect_cuda: Option<String>,
+    /// The PCIe generation every GPU's link must reach (the lower of card and slot).
+    #[arg(long, value_name = "GEN", allow_hyphen_values = true)]
+    expect_pcie_gen: Option<String>,
+    /// NVLink between every GPU pair (`all`, the default), or at least N links per pair.
+    #[arg(long, value_name = "all|N", num_args = 0..=1, default_missing_value = "all", allow_hyphen_values = true)]
+    expect_nvlink: Option<String>,
+    /// How the GPUs are connected: `nvswitch` or `pcie`.
+    #[arg(long, value_name = "nvswitch|pcie")]
+    expect_topology: Option<String>,
+    /// Words of the CPU model (`EPYC 7T83`; `2x EPYC 7T83` also asks for two sockets;
+    /// `*` is a wildcard).
+    #[arg(long, value_name = "WORDS")]
+    expect_cpu_model: Option<String>,
+    /// CPU sockets ordered.
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    expect_sockets: Option<String>,
+    /// System disk ordered: GB, or with a unit (decimal: 1 TB = 1000 GB).
+    #[arg(long, value_name = "GB", allow_hyphen_values = true)]
+    expect_system_disk: Option<String>,
+    /// Data disk ordered, apart from the system disk: GB, or with a unit.
+    #[arg(long, value_name = "GB", allow_hyphen_values = true)]
+    expect_data_disk: Option<String>,
+    /// What the data disk is, at least: `nvme`, `ssd` or `hdd`.
+    #[arg(long, value_name = "nvme|ssd|hdd")]
+    expect_data_disk_type: Option<String>,
+    /// An RDMA port up (InfiniBand or RoCE), at least at RATE when given (`200G`).
+    #[arg(long, value_name = "RATE", num_args = 0..=1, default_missing_value = "true", allow_hyphen_values = true)]
+    expect_rdma: Option<String>,
+    /// A network interface at least this fast (`100G`, `25GbE`; a number is Gb/s).
+    #[arg(long, value_name = "RATE", allow_hyphen_values = true)]
+    expect_nic_speed: Option<String>,
+    /// Docker hands the GPUs to containers (the nvidia runtime, or CDI).
+    #[arg(long)]
+    expect_container_runtime: bool,
+    /// The order as a TOML file with the same items as the `--expect-*` flags (`gpu`,
+    /// `gpus`, `gpu_memory`, `driver`, `cuda`, `pcie_gen`, `nvlink`, `topology`, `cpus`,
+    /// `cpu_model`, `sockets`, `memory`, `disk`, `system_disk`, `data_disk`,
+    /// `data_disk_type`, `rdma`, `nic_speed`, `container_runtime`), read with the same
+    /// units; flags given as well take precedence.
     #[arg(long, value_name = "FILE")]
     order: Option<std::path::PathBuf>,
     /// Treat a conditional answer as a failure (exit 1).
@@ -866,6 +905,18 @@ fn check(cli: &Cli, args: &CheckArgs, out: &mut dyn Write, styles: report::Style
         (Item::Cpus, &args.expect_cpus),
         (Item::Memory, &args.expect_memory),
         (Item::Disk, &args.expect_disk),
+        (Item::Cuda, &args.expect_cuda),
+        (Item::PcieGen, &args.expect_pcie_gen),
+        (Item::Nvlink, &args.expect_nvlink),
+        (Item::Topology, &args.expect_topology),
+        (Item::CpuModel, &args.expect_cpu_model),
+        (Item::Sockets, &args.expect_sockets),
+        (Item::SystemDisk, &args.expect_system_disk),
+        (Item::DataDisk, &args.expect_data_disk),
+        (Item::DataDiskType, &args.expect_data_disk_type),
+        (Item::Rdma, &args.expect_rdma),
+        (Item::NicSpeed, &args.expect_nic_speed),
+        (Item::ContainerRuntime, &args.expect_container_runtime.then(|| "true".to_string())),
     ] {
         if let Some(v) = value {
             expect.set_flag(item, v).map_err(CliError::Usage)?;

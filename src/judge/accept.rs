@@ -16,7 +16,7 @@ use crate::model::DriverReq;
 /// The share of a size ordered that must be there. The driver reserves some GPU memory (an
 /// 80 GB H100 shows 79.6 GiB), the kernel some system memory (a 1 TB server shows about
 /// 1007 GiB), and filesystems their metadata; 5% covers each on any size sold.
-const TOLERANCE: f64 = 0.95;
+pub(super) const TOLERANCE: f64 = 0.95;
 
 /// How an acceptance item came out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -66,15 +66,27 @@ pub struct Acceptance {
 /// The `GPUENV_*` variable whose value can decide `item`, if any.
 pub fn override_for(item: Item) -> Option<&'static str> {
     match item {
-        Item::Gpu | Item::Gpus | Item::GpuMemory => Some("GPUENV_GPUS"),
-        Item::Driver => Some("GPUENV_DRIVER"),
+        // The GPU list replaced, its links and PCIe facts describe other GPUs.
+        Item::Gpu | Item::Gpus | Item::GpuMemory | Item::PcieGen | Item::Nvlink | Item::Topology => {
+            Some("GPUENV_GPUS")
+        }
+        // The driver's CUDA follows the driver.
+        Item::Driver | Item::Cuda => Some("GPUENV_DRIVER"),
         Item::Cpus => Some("GPUENV_CPUS"),
         Item::Memory => Some("GPUENV_MEMORY_GIB"),
-        Item::Disk => None,
+        Item::Disk
+        | Item::CpuModel
+        | Item::Sockets
+        | Item::SystemDisk
+        | Item::DataDisk
+        | Item::DataDiskType
+        | Item::Rdma
+        | Item::NicSpeed
+        | Item::ContainerRuntime => None,
     }
 }
 
-fn item(
+pub(super) fn item(
     host: &HostReport,
     which: Item,
     expected: String,
@@ -109,19 +121,19 @@ fn num_to(v: f64, places: usize) -> String {
     }
 }
 
-fn num(v: f64) -> String {
+pub(super) fn num(v: f64) -> String {
     num_to(v, 2)
 }
 
 /// `"1TB" read as 1024 GiB; ` when the order wrote a unit.
-fn conversion(size: &Size, unit: &str) -> String {
+pub(super) fn conversion(size: &Size, unit: &str) -> String {
     match &size.written {
         Some(w) => format!("\"{w}\" read as {} {unit}; ", num(size.value)),
         None => String::new(),
     }
 }
 
-fn kib_to_gb(kib: u64) -> f64 {
+pub(super) fn kib_to_gb(kib: u64) -> f64 {
     kib as f64 * 1024.0 / 1e9
 }
 
@@ -159,6 +171,8 @@ pub fn accept(db: &Db, host: &HostReport, e: &Expect) -> Result<Vec<Acceptance>,
     if let Some(size) = &e.disk {
         out.push(accept_disk(host, size));
     }
+    out.extend(super::layout::accept_layout(host, e));
+    out.sort_by_key(|a| Item::ALL.iter().position(|i| i.key() == a.item));
     Ok(out)
 }
 

@@ -19,6 +19,8 @@ use crate::host::{DockerProbe, HostReport, SmiFailure};
 use crate::resolve::{Finding, GpuAsk, Installed, Query, Status, judge_installed};
 
 mod accept;
+mod delivery;
+pub mod layout;
 pub mod order;
 
 pub use accept::{AcceptVerdict, Acceptance, accept, override_for};
@@ -36,10 +38,24 @@ pub const CHECKS: &[(&str, &str)] = &[
         "gpus-known",
         "every GPU is in the database, so its architecture can be checked",
     ),
+    ("gpu-health", "no uncorrected ECC errors, MIG as expected"),
     (
-        "gpu-health",
-        "no uncorrected ECC errors, full PCIe width, MIG as expected",
+        "pcie-link",
+        "each GPU's PCIe link runs at what the card can: no Gen4 card in a Gen3 slot, full width",
     ),
+    (
+        "gpu-interconnect",
+        "several GPUs: every pair has a direct path, NVLink on all pairs or none, no NVLink down",
+    ),
+    (
+        "gpu-idle",
+        "no GPU memory in use and no process on the GPUs, as on a fresh delivery",
+    ),
+    (
+        "gpu-throttle",
+        "no thermal, power-brake or hardware slowdown; idle temperature and power limit as shipped",
+    ),
+    ("persistence-mode", "persistence mode on for data-center GPUs"),
     (
         "torch-stack",
         "each installed torch runs with this driver and these GPUs",
@@ -54,7 +70,15 @@ pub const CHECKS: &[(&str, &str)] = &[
         "container-runtime",
         "Docker has the NVIDIA runtime, so containers see the GPUs",
     ),
+    (
+        "network-rdma",
+        "several GPUs: an RDMA port up, and GPUDirect RDMA (nvidia_peermem) with it",
+    ),
     ("disk-free", "the data disk has room for checkpoints"),
+    (
+        "disk-layout",
+        "a data disk apart from the system disk, not on a rotating drive",
+    ),
 ];
 
 /// pass / warn / fail / skip.
@@ -331,10 +355,17 @@ pub fn doctor(db: &Db, host: &HostReport, opts: &DoctorOptions) -> Vec<Check> {
         driver_module(host),
         gpus_known(host, &asks, &unknown),
         gpu_health(host),
+        delivery::pcie_link(host),
+        delivery::gpu_interconnect(db, host),
+        delivery::gpu_idle(host),
+        delivery::gpu_throttle(host),
+        delivery::persistence_mode(db, host),
     ];
     out.extend(torch_checks(db, host, &unknown));
     out.push(container_runtime(host));
+    out.push(delivery::network_rdma(host));
     out.push(disk_free(host, opts));
+    out.push(delivery::disk_layout(host));
     out
 }
 
@@ -390,15 +421,6 @@ fn gpu_health(host: &HostReport) -> Check {
                 g.ecc_uncorrected_aggregate.unwrap_or(0)
             ));
         }
-        if let (Some(cur), Some(max)) = (g.pcie_width_current, g.pcie_width_max) {
-            if cur < max {
-                worst = worst.max(Verdict::Warn);
-                health.push(format!(
-                    "GPU {} runs its PCIe link at x{cur} of x{max}: host-device copies are slower",
-                    g.index
-                ));
-            }
-        }
         if g.mig_enabled == Some(true) {
             worst = worst.max(Verdict::Warn);
             health.push(format!(
@@ -413,7 +435,7 @@ fn gpu_health(host: &HostReport) -> Check {
         check(
             "gpu-health",
             Verdict::Pass,
-            "no uncorrected ECC errors, PCIe links at full width, MIG off",
+            "no uncorrected ECC errors, MIG off",
         )
     } else {
         check("gpu-health", worst, health.join("; "))

@@ -12,8 +12,19 @@
 //! - disks are sold in decimal sizes: `GB` is 10^9 bytes and `TB` 10^12 (1 TB = 1000 GB);
 //!   `GiB` and `TiB` are converted (1 TiB = 1099.5 GB).
 //!
-//! Counts (`gpus`, `cpus`) are whole numbers above zero, as a number or a string (`"8"`).
-//! Negative, zero, NaN and infinite values, empty strings and unknown units are bad input.
+//! Counts (`gpus`, `cpus`, `sockets`, `pcie_gen`) are whole numbers above zero, as a number
+//! or a string (`"8"`). Negative, zero, NaN and infinite values, empty strings and unknown
+//! units are bad input.
+//!
+//! The machine's layout, read as listings write it: `nvlink` is `true`/`"all"` (every GPU
+//! pair by NVLink) or a number of links each pair must have at least (`12`); `topology` is
+//! `"nvswitch"` or `"pcie"`; `rdma` is `true` or the rate of a port (`"200G"`, `"400Gb/s"`);
+//! `nic_speed` is a rate (`"100G"`, `"25GbE"`; a bare number is Gb/s); `data_disk_type` is
+//! `"nvme"`, `"ssd"` or `"hdd"`; `system_disk` and `data_disk` are disk sizes (decimal, as
+//! `disk`); `cpu_model` is text the CPU's model name must contain (`"EPYC 7T83"`, or a
+//! pattern with `*`), and `"2x EPYC 7T83"` also asks for two sockets; `cuda` is the CUDA
+//! version the driver must support (`"12.4"`); `container_runtime` is `true`. A `false` asks
+//! for nothing, so it is refused: leave the key out instead.
 //!
 //! Owns: the keys of an order, their types and units, and every message about a bad one
 //! (file, line, key, an excerpt of the value, and what was expected). Must not: read files (the caller
@@ -45,18 +56,103 @@ pub enum Item {
     Memory,
     /// Disk capacity.
     Disk,
+    /// The CUDA version the driver supports, at least.
+    Cuda,
+    /// The PCIe generation every GPU's link can run at, at least.
+    PcieGen,
+    /// NVLink between every GPU pair, or at least N links per pair.
+    Nvlink,
+    /// How the GPUs are connected: through NVSwitch, or over PCIe.
+    Topology,
+    /// Words of the CPU model name.
+    CpuModel,
+    /// CPU sockets.
+    Sockets,
+    /// The system (root) disk's size.
+    SystemDisk,
+    /// The data disk's size: a filesystem apart from the system disk.
+    DataDisk,
+    /// What the data disk is: NVMe, SSD or HDD.
+    DataDiskType,
+    /// An RDMA port up, optionally at a rate.
+    Rdma,
+    /// A network interface at least this fast.
+    NicSpeed,
+    /// Docker hands the GPUs to containers (the NVIDIA runtime or CDI).
+    ContainerRuntime,
+}
+
+/// What `nvlink` asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NvlinkWant {
+    /// Every GPU pair linked by NVLink.
+    All,
+    /// Every GPU pair linked by at least this many NVLinks.
+    AtLeast(u32),
+}
+
+/// What `topology` asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TopologyWant {
+    /// The GPUs share an NVSwitch fabric (HGX/DGX boards).
+    Nvswitch,
+    /// PCIe cards: every pair reaches the other over PCIe or better.
+    Pcie,
+}
+
+/// What a disk is, from slowest to fastest: an order for one is met by it or a faster one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum DiskKind {
+    /// Rotational.
+    Hdd,
+    /// Flash, not NVMe.
+    Ssd,
+    /// NVMe flash.
+    Nvme,
+}
+
+impl DiskKind {
+    /// The word in an order.
+    pub fn word(self) -> &'static str {
+        match self {
+            DiskKind::Hdd => "hdd",
+            DiskKind::Ssd => "ssd",
+            DiskKind::Nvme => "nvme",
+        }
+    }
+}
+
+/// A network rate ordered, Gb/s, with its text when it carried a unit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rate {
+    /// Gb/s.
+    pub gbps: f64,
+    /// The text as written (`200G`) when it carried a unit.
+    pub written: Option<String>,
 }
 
 impl Item {
     /// Every item, in the order acceptance reports them.
-    pub const ALL: [Item; 7] = [
+    pub const ALL: [Item; 19] = [
         Item::Gpu,
         Item::Gpus,
         Item::GpuMemory,
         Item::Driver,
+        Item::Cuda,
+        Item::PcieGen,
+        Item::Nvlink,
+        Item::Topology,
         Item::Cpus,
+        Item::CpuModel,
+        Item::Sockets,
         Item::Memory,
         Item::Disk,
+        Item::SystemDisk,
+        Item::DataDisk,
+        Item::DataDiskType,
+        Item::Rdma,
+        Item::NicSpeed,
+        Item::ContainerRuntime,
     ];
 
     /// The key in an order file, and the `item` of an acceptance line.
@@ -69,6 +165,18 @@ impl Item {
             Item::Cpus => "cpus",
             Item::Memory => "memory",
             Item::Disk => "disk",
+            Item::Cuda => "cuda",
+            Item::PcieGen => "pcie_gen",
+            Item::Nvlink => "nvlink",
+            Item::Topology => "topology",
+            Item::CpuModel => "cpu_model",
+            Item::Sockets => "sockets",
+            Item::SystemDisk => "system_disk",
+            Item::DataDisk => "data_disk",
+            Item::DataDiskType => "data_disk_type",
+            Item::Rdma => "rdma",
+            Item::NicSpeed => "nic_speed",
+            Item::ContainerRuntime => "container_runtime",
         }
     }
 
@@ -82,6 +190,18 @@ impl Item {
             Item::Cpus => "--expect-cpus",
             Item::Memory => "--expect-memory",
             Item::Disk => "--expect-disk",
+            Item::Cuda => "--expect-cuda",
+            Item::PcieGen => "--expect-pcie-gen",
+            Item::Nvlink => "--expect-nvlink",
+            Item::Topology => "--expect-topology",
+            Item::CpuModel => "--expect-cpu-model",
+            Item::Sockets => "--expect-sockets",
+            Item::SystemDisk => "--expect-system-disk",
+            Item::DataDisk => "--expect-data-disk",
+            Item::DataDiskType => "--expect-data-disk-type",
+            Item::Rdma => "--expect-rdma",
+            Item::NicSpeed => "--expect-nic-speed",
+            Item::ContainerRuntime => "--expect-container-runtime",
         }
     }
 
@@ -104,10 +224,25 @@ impl Item {
                 "the memory as a number of GiB, or a string with its unit (\"512GB\", \"1TB\"); \
                  memory is sold in binary sizes, so 1 TB = 1024 GiB"
             }
-            Item::Disk => {
+            Item::Disk | Item::SystemDisk | Item::DataDisk => {
                 "the disk size as a number of GB, or a string with its unit (\"2TB\", \"1.8TiB\"); \
                  disks are sold in decimal sizes, so 1 TB = 1000 GB"
             }
+            Item::Cuda => "the CUDA version the driver must support, as a string (\"12.4\")",
+            Item::PcieGen => "a PCIe generation, a whole number from 1 to 7",
+            Item::Nvlink => {
+                "true or \"all\" (every GPU pair by NVLink), or the number of NVLinks each pair must \
+                 have at least"
+            }
+            Item::Topology => "\"nvswitch\" or \"pcie\"",
+            Item::CpuModel => {
+                "words of the CPU model name as a string (\"EPYC 7T83\", \"2x EPYC 7T83\", \"Xeon*8480\")"
+            }
+            Item::Sockets => "a whole number of CPU sockets above 0",
+            Item::DataDiskType => "\"nvme\", \"ssd\" or \"hdd\"",
+            Item::Rdma => "true, or the rate of an RDMA port (\"200G\", \"400Gb/s\")",
+            Item::NicSpeed => "a network rate (\"100G\", \"25GbE\", \"100Gb/s\"); a bare number is Gb/s",
+            Item::ContainerRuntime => "true",
         }
     }
 
@@ -121,13 +256,26 @@ impl Item {
             Item::Cpus => ("64", "64"),
             Item::Memory => ("512", "512"),
             Item::Disk => ("2000", "2000"),
+            Item::Cuda => ("\"12.4\"", "12.4"),
+            Item::PcieGen => ("4", "4"),
+            Item::Nvlink => ("\"all\"", "all"),
+            Item::Topology => ("\"nvswitch\"", "nvswitch"),
+            Item::CpuModel => ("\"EPYC 7T83\"", "'EPYC 7T83'"),
+            Item::Sockets => ("2", "2"),
+            Item::SystemDisk => ("500", "500GB"),
+            Item::DataDisk => ("\"4TB\"", "4TB"),
+            Item::DataDiskType => ("\"nvme\"", "nvme"),
+            Item::Rdma => ("\"200G\"", "200G"),
+            Item::NicSpeed => ("\"100G\"", "100G"),
+            Item::ContainerRuntime => ("true", ""),
         }
     }
 
     fn units(self) -> Option<&'static [(&'static str, f64)]> {
         match self {
             Item::GpuMemory | Item::Memory => Some(BINARY),
-            Item::Disk => Some(DECIMAL),
+            Item::Disk | Item::SystemDisk | Item::DataDisk => Some(DECIMAL),
+            Item::Rdma | Item::NicSpeed => Some(RATES),
             _ => None,
         }
     }
@@ -176,6 +324,29 @@ const DECIMAL: &[(&str, f64)] = &[
     ("tib", 1_099_511_627_776.0 / 1e9),
 ];
 
+/// Network rates, in Gb/s: decimal, as links are sold (`200G` is 200 Gb/s; `GbE` is how
+/// Ethernet NICs are named).
+const RATES: &[(&str, f64)] = &[
+    ("", 1.0),
+    ("m", 1e-3),
+    ("mb", 1e-3),
+    ("mbps", 1e-3),
+    ("mb/s", 1e-3),
+    ("mbit", 1e-3),
+    ("mbit/s", 1e-3),
+    ("g", 1.0),
+    ("gb", 1.0),
+    ("gbe", 1.0),
+    ("gbps", 1.0),
+    ("gb/s", 1.0),
+    ("gbit", 1.0),
+    ("gbit/s", 1.0),
+    ("t", 1000.0),
+    ("tb", 1000.0),
+    ("tbps", 1000.0),
+    ("tb/s", 1000.0),
+];
+
 /// A size ordered, in its item's unit (see [`Item::unit`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Size {
@@ -202,6 +373,30 @@ pub struct Expect {
     pub memory: Option<Size>,
     /// Disk capacity over all real filesystems.
     pub disk: Option<Size>,
+    /// The CUDA version the driver must support.
+    pub cuda: Option<crate::model::CudaVersion>,
+    /// The PCIe generation every GPU link can run at.
+    pub pcie_gen: Option<u32>,
+    /// NVLink between the GPUs.
+    pub nvlink: Option<NvlinkWant>,
+    /// How the GPUs are connected.
+    pub topology: Option<TopologyWant>,
+    /// Words of the CPU model name (a `2x` in front read into `sockets`).
+    pub cpu_model: Option<String>,
+    /// CPU sockets.
+    pub sockets: Option<u32>,
+    /// The system disk's size, GB.
+    pub system_disk: Option<Size>,
+    /// The data disk's size, GB.
+    pub data_disk: Option<Size>,
+    /// What the data disk is, at least.
+    pub data_disk_type: Option<DiskKind>,
+    /// An RDMA port up, at least at this rate when one is given.
+    pub rdma: Option<Option<Rate>>,
+    /// A network interface at least this fast.
+    pub nic_speed: Option<Rate>,
+    /// Docker hands the GPUs to containers.
+    pub container_runtime: bool,
     /// Where each item was read (an order file's line and key, or a flag), for messages.
     origins: BTreeMap<Item, String>,
 }
@@ -212,6 +407,14 @@ enum Value {
     Text(String),
     Count(u32),
     Size(Size),
+    Cuda(crate::model::CudaVersion),
+    Nvlink(NvlinkWant),
+    Topology(TopologyWant),
+    DiskKind(DiskKind),
+    /// `rdma`: `None` for `true`.
+    Rdma(Option<Rate>),
+    Rate(Rate),
+    Yes,
 }
 
 impl Expect {
@@ -224,6 +427,18 @@ impl Expect {
             && self.cpus.is_none()
             && self.memory.is_none()
             && self.disk.is_none()
+            && self.cuda.is_none()
+            && self.pcie_gen.is_none()
+            && self.nvlink.is_none()
+            && self.topology.is_none()
+            && self.cpu_model.is_none()
+            && self.sockets.is_none()
+            && self.system_disk.is_none()
+            && self.data_disk.is_none()
+            && self.data_disk_type.is_none()
+            && self.rdma.is_none()
+            && self.nic_speed.is_none()
+            && !self.container_runtime
     }
 
     /// Where `item` was read: its line in the order file, or its flag.
@@ -260,6 +475,27 @@ impl Expect {
             (Item::GpuMemory, Value::Size(s)) => self.gpu_memory = Some(s),
             (Item::Memory, Value::Size(s)) => self.memory = Some(s),
             (Item::Disk, Value::Size(s)) => self.disk = Some(s),
+            (Item::SystemDisk, Value::Size(s)) => self.system_disk = Some(s),
+            (Item::DataDisk, Value::Size(s)) => self.data_disk = Some(s),
+            (Item::Cuda, Value::Cuda(c)) => self.cuda = Some(c),
+            (Item::PcieGen, Value::Count(n)) => self.pcie_gen = Some(n),
+            (Item::Sockets, Value::Count(n)) => self.sockets = Some(n),
+            (Item::Nvlink, Value::Nvlink(n)) => self.nvlink = Some(n),
+            (Item::Topology, Value::Topology(t)) => self.topology = Some(t),
+            (Item::DataDiskType, Value::DiskKind(k)) => self.data_disk_type = Some(k),
+            (Item::Rdma, Value::Rdma(r)) => self.rdma = Some(r),
+            (Item::NicSpeed, Value::Rate(r)) => self.nic_speed = Some(r),
+            (Item::ContainerRuntime, Value::Yes) => self.container_runtime = true,
+            (Item::CpuModel, Value::Text(t)) => {
+                // "2x EPYC 7T83", as orders name dual-socket machines, also asks for the
+                // sockets, unless they were asked for on their own.
+                let (count, words) = split_count(&t);
+                if let Some(n) = count.filter(|_| self.sockets.is_none()) {
+                    self.sockets = Some(n);
+                    self.origins.insert(Item::Sockets, origin.clone());
+                }
+                self.cpu_model = Some(words);
+            }
             // `read` gives each item its own kind of value.
             _ => return,
         }
@@ -317,7 +553,7 @@ pub fn parse_order(name: &str, text: &str) -> Result<Expect, OrderError> {
                 text: f.as_str().to_string(),
                 integer: false,
             },
-            DeValue::Boolean(_) => Raw::Other("a boolean"),
+            DeValue::Boolean(b) => Raw::Bool(*b),
             DeValue::Datetime(_) => Raw::Other("a date"),
             DeValue::Array(_) => Raw::Other("an array"),
             DeValue::Table(_) => Raw::Other("a table"),
@@ -349,6 +585,8 @@ enum Raw<'a> {
     Quoted(&'a str),
     /// A TOML number, with its text as written.
     Number { value: f64, text: String, integer: bool },
+    /// A TOML boolean.
+    Bool(bool),
     /// Anything else, named.
     Other(&'static str),
 }
@@ -359,6 +597,7 @@ impl fmt::Display for Raw<'_> {
             Raw::Text(t) => write!(f, "`{}`", excerpt(t)),
             Raw::Quoted(t) => write!(f, "`\"{}\"`", excerpt(t)),
             Raw::Number { text, .. } => write!(f, "`{}`", excerpt(text)),
+            Raw::Bool(b) => write!(f, "`{b}`"),
             Raw::Other(what) => f.write_str(what),
         }
     }
@@ -368,6 +607,99 @@ impl fmt::Display for Raw<'_> {
 fn read(item: Item, raw: &Raw<'_>) -> Result<Value, String> {
     if let Raw::Other(what) = raw {
         return Err(format!("found {what}"));
+    }
+    // `false` asks for nothing; a boolean means something only to the items that take one.
+    match (raw, item) {
+        (Raw::Bool(false), Item::Nvlink | Item::Rdma | Item::ContainerRuntime) => {
+            return Err("`false` asks for nothing: leave the key out instead".into());
+        }
+        (Raw::Bool(true), Item::Nvlink) => return Ok(Value::Nvlink(NvlinkWant::All)),
+        (Raw::Bool(true), Item::Rdma) => return Ok(Value::Rdma(None)),
+        (Raw::Bool(true), Item::ContainerRuntime) => return Ok(Value::Yes),
+        (Raw::Bool(_), _) => return Err("found a boolean".into()),
+        _ => {}
+    }
+    let text = match raw {
+        Raw::Text(t) | Raw::Quoted(t) => Some(t.trim()),
+        _ => None,
+    };
+    let word = text.map(str::to_ascii_lowercase);
+    match item {
+        Item::ContainerRuntime | Item::Rdma | Item::Nvlink
+            if matches!(word.as_deref(), Some("true" | "yes")) =>
+        {
+            return Ok(match item {
+                Item::ContainerRuntime => Value::Yes,
+                Item::Rdma => Value::Rdma(None),
+                _ => Value::Nvlink(NvlinkWant::All),
+            });
+        }
+        Item::ContainerRuntime | Item::Rdma | Item::Nvlink
+            if matches!(word.as_deref(), Some("false" | "no")) =>
+        {
+            return Err("`false` asks for nothing: leave the key out instead".into());
+        }
+        Item::ContainerRuntime => return Err(format!("{raw} is not `true`")),
+        Item::Nvlink if word.as_deref() == Some("all") => return Ok(Value::Nvlink(NvlinkWant::All)),
+        Item::Nvlink => {
+            let n = whole(raw, 64)?;
+            return Ok(Value::Nvlink(NvlinkWant::AtLeast(n)));
+        }
+        Item::Topology => {
+            return match word.as_deref() {
+                Some("nvswitch") => Ok(Value::Topology(TopologyWant::Nvswitch)),
+                Some("pcie") => Ok(Value::Topology(TopologyWant::Pcie)),
+                Some(_) => Err(format!("{raw} is not a topology gpuenv knows")),
+                None => Err(format!("{raw} is a number, not a string")),
+            };
+        }
+        Item::DataDiskType => {
+            return match word.as_deref() {
+                Some("nvme") => Ok(Value::DiskKind(DiskKind::Nvme)),
+                Some("ssd") => Ok(Value::DiskKind(DiskKind::Ssd)),
+                Some("hdd") => Ok(Value::DiskKind(DiskKind::Hdd)),
+                Some(_) => Err(format!("{raw} is not a kind of disk gpuenv knows")),
+                None => Err(format!("{raw} is a number, not a string")),
+            };
+        }
+        Item::Cuda => {
+            let t = match raw {
+                Raw::Number { text, .. } => text.as_str(),
+                _ => text.unwrap_or_default(),
+            };
+            if t.is_empty() {
+                return Err("the value is empty".into());
+            }
+            return t
+                .parse::<crate::model::CudaVersion>()
+                .map(Value::Cuda)
+                .map_err(|e| format!("{raw} is not a CUDA version: {}", e.reason));
+        }
+        Item::CpuModel => {
+            return match text {
+                Some("") => Err("the value is empty".into()),
+                Some(t) => Ok(Value::Text(t.to_string())),
+                None => Err(format!("{raw} is a number, not a string")),
+            };
+        }
+        Item::Sockets => return Ok(Value::Count(whole(raw, 64)?)),
+        Item::PcieGen => {
+            let n = whole(raw, 7)?;
+            return Ok(Value::Count(n));
+        }
+        Item::Rdma | Item::NicSpeed => {
+            let (gbps, unit) = number(raw, item.units())?;
+            let rate = Rate {
+                gbps,
+                written: unit.map(|_| text.unwrap_or_default().to_string()),
+            };
+            return Ok(if item == Item::Rdma {
+                Value::Rdma(Some(rate))
+            } else {
+                Value::Rate(rate)
+            });
+        }
+        _ => {}
     }
     match item {
         Item::Gpu | Item::Driver => match raw {
@@ -401,7 +733,18 @@ fn read(item: Item, raw: &Raw<'_>) -> Result<Value, String> {
             }
             Ok(Value::Count(n as u32))
         }
-        Item::GpuMemory | Item::Memory | Item::Disk => {
+        // Read above, each in its own way.
+        Item::Cuda
+        | Item::PcieGen
+        | Item::Nvlink
+        | Item::Topology
+        | Item::CpuModel
+        | Item::Sockets
+        | Item::DataDiskType
+        | Item::Rdma
+        | Item::NicSpeed
+        | Item::ContainerRuntime => Err(format!("{raw} cannot be read")),
+        Item::GpuMemory | Item::Memory | Item::Disk | Item::SystemDisk | Item::DataDisk => {
             let (value, unit) = number(raw, item.units())?;
             Ok(Value::Size(Size {
                 value,
@@ -432,7 +775,7 @@ fn number(raw: &Raw<'_>, units: Option<&[(&str, f64)]>) -> Result<(f64, Option<S
             let value: f64 = num.parse().map_err(|_| format!("{raw} is not a number"))?;
             if unit.is_empty() {
                 (value, None)
-            } else if !unit.chars().all(|c| c.is_ascii_alphabetic()) {
+            } else if !unit.chars().all(|c| c.is_ascii_alphabetic() || c == '/') {
                 return Err(format!("{raw} is not a number"));
             } else {
                 match units {
@@ -448,6 +791,7 @@ fn number(raw: &Raw<'_>, units: Option<&[(&str, f64)]>) -> Result<(f64, Option<S
             }
         }
         Raw::Other(what) => return Err(format!("found {what}")),
+        Raw::Bool(_) => return Err("found a boolean".into()),
     };
     if value.is_nan() {
         return Err(format!("{raw} is not a number"));
@@ -462,6 +806,39 @@ fn number(raw: &Raw<'_>, units: Option<&[(&str, f64)]>) -> Result<(f64, Option<S
         return Err(format!("{raw} is zero"));
     }
     Ok((value, unit))
+}
+
+/// A whole number from 1 to `max`.
+fn whole(raw: &Raw<'_>, max: u32) -> Result<u32, String> {
+    let n = number(raw, None)?.0;
+    if n.fract() != 0.0 {
+        return Err(format!("{raw} is not a whole number"));
+    }
+    if n > f64::from(max) {
+        return Err(format!("{raw} is more than {max}"));
+    }
+    Ok(n as u32)
+}
+
+/// `"2x EPYC 7T83"`: the count in front (`2x`, `2 x`, `2×`) and the rest.
+pub fn split_count(text: &str) -> (Option<u32>, String) {
+    let t = text.trim();
+    let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    if digits > 0 {
+        let rest = t[digits..].trim_start();
+        let after = rest
+            .strip_prefix('x')
+            .or_else(|| rest.strip_prefix('X'))
+            .or_else(|| rest.strip_prefix('×'));
+        if let Some(after) = after.filter(|a| a.starts_with(char::is_whitespace)) {
+            if let Ok(n) = t[..digits].parse::<u32>() {
+                if n > 0 {
+                    return (Some(n), after.trim().to_string());
+                }
+            }
+        }
+    }
+    (None, t.to_string())
 }
 
 /// ` (did you mean \`gpu_memory\`?)` for a key close to a known one.
@@ -634,7 +1011,7 @@ mod tests {
         assert!(lines[5].starts_with("order `o.toml` line 6, key `gpu`: `4090` is a number, not a string; expected the GPU model as a string (`gpu = \"H100 SXM\"`)"), "{}", lines[5]);
         assert_eq!(
             lines[6],
-            "order `o.toml` line 7: unknown key `colour`; an order has the keys gpu, gpus, gpu_memory, driver, cpus, memory, disk"
+            "order `o.toml` line 7: unknown key `colour`; an order has the keys gpu, gpus, gpu_memory, driver, cuda, pcie_gen, nvlink, topology, cpus, cpu_model, sockets, memory, disk, system_disk, data_disk, data_disk_type, rdma, nic_speed, container_runtime"
         );
         assert!(
             lines[7]
@@ -677,6 +1054,90 @@ mod tests {
         // is its text.
         assert_eq!(order("gpus = 8.0").unwrap().gpus, Some(8));
         assert_eq!(order("driver = 535").unwrap().driver.as_deref(), Some("535"));
+    }
+
+    #[test]
+    fn layout_keys_read_as_orders_write_them() {
+        let e = order(
+            "cuda = \"12.4\"\npcie_gen = 4\nnvlink = true\ntopology = \"NVSwitch\"\ncpu_model = \"2x EPYC 7T83\"\n\
+             system_disk = \"480GB\"\ndata_disk = \"3.84TB\"\ndata_disk_type = \"NVMe\"\nrdma = \"400G\"\n\
+             nic_speed = \"25GbE\"\ncontainer_runtime = true\n",
+        )
+        .unwrap();
+        assert_eq!(e.cuda.as_ref().map(|c| c.to_string()).as_deref(), Some("12.4"));
+        assert_eq!(e.pcie_gen, Some(4));
+        assert_eq!(e.nvlink, Some(NvlinkWant::All));
+        assert_eq!(e.topology, Some(TopologyWant::Nvswitch));
+        // "2x" in front of a CPU model is the sockets.
+        assert_eq!(e.cpu_model.as_deref(), Some("EPYC 7T83"));
+        assert_eq!(e.sockets, Some(2));
+        assert_eq!(e.origin(Item::Sockets), "order `order.toml` line 5, key `cpu_model`");
+        assert_eq!(e.system_disk, size(480.0, Some("480GB")));
+        assert_eq!(e.data_disk, size(3840.0, Some("3.84TB")));
+        assert_eq!(e.data_disk_type, Some(DiskKind::Nvme));
+        assert_eq!(e.rdma.clone().flatten().map(|r| r.gbps), Some(400.0));
+        assert_eq!(e.nic_speed.as_ref().map(|r| r.gbps), Some(25.0));
+        assert!(e.container_runtime);
+        assert!(!e.is_empty());
+
+        // Other spellings of the same.
+        let e = order("nvlink = 12\nrdma = true\nnic_speed = 100\nsockets = 2\ncpu_model = \"Xeon*8480*\"\n").unwrap();
+        assert_eq!(e.nvlink, Some(NvlinkWant::AtLeast(12)));
+        assert_eq!(e.rdma, Some(None));
+        assert_eq!(e.nic_speed.as_ref().map(|r| r.gbps), Some(100.0));
+        assert_eq!(e.sockets, Some(2));
+        assert_eq!(flag(Item::Nvlink, "all").unwrap().nvlink, Some(NvlinkWant::All));
+        assert_eq!(flag(Item::Rdma, "200Gb/s").unwrap().rdma.flatten().map(|r| r.gbps), Some(200.0));
+        assert_eq!(flag(Item::NicSpeed, "100 Gbps").unwrap().nic_speed.map(|r| r.gbps), Some(100.0));
+        assert_eq!(flag(Item::NicSpeed, "10000Mb/s").unwrap().nic_speed.map(|r| r.gbps), Some(10.0));
+        // A sockets key wins over the count in front of the model, wherever it is written.
+        let e = order("sockets = 1\ncpu_model = \"2x EPYC 7T83\"\n").unwrap();
+        assert_eq!(e.sockets, Some(1));
+    }
+
+    #[test]
+    fn bad_layout_values_name_the_key() {
+        for (text, problem) in [
+            ("nvlink = false", "`false` asks for nothing: leave the key out instead"),
+            ("nvlink = \"some\"", "`\"some\"` is not a number"),
+            ("nvlink = 0", "`0` is zero"),
+            ("nvlink = 99", "`99` is more than 64"),
+            ("topology = \"mesh\"", "`\"mesh\"` is not a topology gpuenv knows"),
+            ("topology = 4", "`4` is a number, not a string"),
+            ("pcie_gen = 9", "`9` is more than 7"),
+            ("pcie_gen = 4.5", "`4.5` is not a whole number"),
+            ("rdma = \"200 parsecs\"", "`\"200 parsecs\"` has an unknown unit `parsecs`"),
+            ("rdma = false", "`false` asks for nothing: leave the key out instead"),
+            ("nic_speed = \"-25G\"", "`\"-25G\"` is negative"),
+            ("data_disk = \"-4TB\"", "`\"-4TB\"` is negative"),
+            ("system_disk = \"1 XB\"", "`\"1 XB\"` has an unknown unit `XB`"),
+            ("data_disk_type = \"tape\"", "`\"tape\"` is not a kind of disk gpuenv knows"),
+            ("cuda = \"twelve\"", "`\"twelve\"` is not a CUDA version"),
+            ("cpu_model = 7763", "`7763` is a number, not a string"),
+            ("sockets = -2", "`-2` is negative"),
+            ("container_runtime = \"docker\"", "`\"docker\"` is not `true`"),
+            ("container_runtime = false", "`false` asks for nothing: leave the key out instead"),
+        ] {
+            let e = order(text).unwrap_err();
+            let key = text.split(' ').next().unwrap();
+            assert!(
+                e.starts_with(&format!("order `order.toml` line 1, key `{key}`: {problem}")),
+                "{text}: {e}"
+            );
+            assert!(e.contains("; expected "), "{text}: {e}");
+        }
+        let e = flag(Item::DataDiskType, "floppy").unwrap_err();
+        assert!(e.starts_with("--expect-data-disk-type `floppy`: "), "{e}");
+    }
+
+    #[test]
+    fn counts_in_front_of_names() {
+        assert_eq!(split_count("2x EPYC 7T83"), (Some(2), "EPYC 7T83".into()));
+        assert_eq!(split_count("2 x Xeon 8480+"), (Some(2), "Xeon 8480+".into()));
+        assert_eq!(split_count("EPYC 7763"), (None, "EPYC 7763".into()));
+        // A model number is not a count.
+        assert_eq!(split_count("7763x"), (None, "7763x".into()));
+        assert_eq!(split_count("0x EPYC"), (None, "0x EPYC".into()));
     }
 
     #[test]
