@@ -916,7 +916,10 @@ fn check(cli: &Cli, args: &CheckArgs, out: &mut dyn Write, styles: report::Style
         (Item::DataDiskType, &args.expect_data_disk_type),
         (Item::Rdma, &args.expect_rdma),
         (Item::NicSpeed, &args.expect_nic_speed),
-        (Item::ContainerRuntime, &args.expect_container_runtime.then(|| "true".to_string())),
+        (
+            Item::ContainerRuntime,
+            &args.expect_container_runtime.then(|| "true".to_string()),
+        ),
     ] {
         if let Some(v) = value {
             expect.set_flag(item, v).map_err(CliError::Usage)?;

@@ -34,7 +34,12 @@ const IDLE_TEMPERATURE_MARGIN_C: u32 = 25;
 /// Whether a GPU is idle now: a performance state of P8 or deeper, or no utilization.
 fn idle(g: &GpuInfo) -> Option<bool> {
     let s = g.state.as_ref()?;
-    if let Some(p) = s.pstate.as_deref().and_then(|p| p.strip_prefix('P')).and_then(|n| n.parse::<u32>().ok()) {
+    if let Some(p) = s
+        .pstate
+        .as_deref()
+        .and_then(|p| p.strip_prefix('P'))
+        .and_then(|n| n.parse::<u32>().ok())
+    {
         return Some(p >= 8);
     }
     s.utilization_pct.map(|u| u == 0)
@@ -73,6 +78,7 @@ pub(super) fn pcie_link(host: &HostReport) -> Check {
     }
     let mut f = Findings::default();
     let mut known = 0;
+    let mut split_unknown: Vec<String> = Vec::new();
     for g in &host.gpus {
         let i = g.index;
         let cap = pcie_capability(g);
@@ -81,6 +87,11 @@ pub(super) fn pcie_link(host: &HostReport) -> Check {
             continue;
         }
         known += 1;
+        if g.pcie_gen_device_max.is_none() || g.pcie_gen_host_max.is_none() {
+            // The link's maximum alone is the lower of card and slot: a Gen4 card in a
+            // Gen3 slot reads Gen3 there, and looks fine.
+            split_unknown.push(i.to_string());
+        }
         if let (Some(d), Some(h)) = (g.pcie_gen_device_max, g.pcie_gen_host_max) {
             if h < d {
                 f.add(
@@ -126,6 +137,18 @@ pub(super) fn pcie_link(host: &HostReport) -> Check {
         }
         seen.into_iter().map(|(d, n)| format!("{n}x {d}")).collect()
     };
+    if f.verdict.is_none() && !split_unknown.is_empty() {
+        return check(
+            "pcie-link",
+            Verdict::Skip,
+            format!(
+                "links {} at full width; whether a slot is below its card is unknown for GPU {}: only the link's \
+                 maximum was reported, not the card's and the slot's apart (`nvidia-smi -q -x` has both)",
+                links.join(", "),
+                split_unknown.join(", ")
+            ),
+        );
+    }
     f.into_check(
         "pcie-link",
         format!(
@@ -151,7 +174,11 @@ fn nvlink_generation(major: u32, minor: u32) -> Option<u32> {
 /// `gpu-interconnect`: the paths between GPUs, for a box used for multi-GPU training.
 pub(super) fn gpu_interconnect(db: &Db, host: &HostReport) -> Check {
     if host.gpus.len() < 2 {
-        return check("gpu-interconnect", Verdict::Skip, "fewer than two GPUs: nothing to link");
+        return check(
+            "gpu-interconnect",
+            Verdict::Skip,
+            "fewer than two GPUs: nothing to link",
+        );
     }
     let Some(t) = &host.topology else {
         return check(
@@ -162,7 +189,11 @@ pub(super) fn gpu_interconnect(db: &Db, host: &HostReport) -> Check {
     };
     let all = pairs(&t.value);
     let mut f = Findings::default();
-    let sys: Vec<_> = all.iter().copied().filter(|p| matches!(p.link, Link::Sys | Link::Soc)).collect();
+    let sys: Vec<_> = all
+        .iter()
+        .copied()
+        .filter(|p| matches!(p.link, Link::Sys | Link::Soc))
+        .collect();
     let nv: Vec<_> = all.iter().copied().filter(|p| p.link.is_nvlink()).collect();
     if !nv.is_empty() && nv.len() < all.len() {
         let without: Vec<_> = all.iter().copied().filter(|p| !p.link.is_nvlink()).collect();
@@ -237,7 +268,10 @@ pub(super) fn gpu_interconnect(db: &Db, host: &HostReport) -> Check {
             pass.push_str(&format!("; {} NVSwitch(es) ({})", n.value, n.source));
         }
     } else if let Some(first) = all.first() {
-        pass.push_str(&format!("; PCIe paths, no pair crosses NUMA nodes ({})", link_word(first.link)));
+        pass.push_str(&format!(
+            "; PCIe paths, no pair crosses NUMA nodes ({})",
+            link_word(first.link)
+        ));
     }
     f.into_check("gpu-interconnect", pass)
 }
@@ -308,7 +342,12 @@ pub(super) fn gpu_idle(host: &HostReport) -> Check {
             format!("{} GPU(s) did not report their state", host.gpus.len() - read),
         );
     }
-    let sources: Vec<&str> = host.gpus.iter().filter_map(|g| g.state.as_ref()).map(|s| s.source.as_str()).collect();
+    let sources: Vec<&str> = host
+        .gpus
+        .iter()
+        .filter_map(|g| g.state.as_ref())
+        .map(|s| s.source.as_str())
+        .collect();
     f.into_check(
         "gpu-idle",
         format!(
@@ -341,11 +380,16 @@ pub(super) fn gpu_throttle(host: &HostReport) -> Check {
                 ),
                 Throttle::HwSlowdown => (Verdict::Fail, "a hardware slowdown (heat or the power brake)"),
                 Throttle::HwThermal => (Verdict::Fail, "a hardware thermal slowdown"),
-                _ => (Verdict::Warn, "a software thermal slowdown (over its target temperature)"),
+                _ => (
+                    Verdict::Warn,
+                    "a software thermal slowdown (over its target temperature)",
+                ),
             };
             f.add(
                 v,
-                format!("GPU {i} runs slower now because of {what}: ask the vendor to check cooling and power"),
+                format!(
+                    "GPU {i} runs slower now because of {what}: ask the vendor to check cooling and power"
+                ),
             );
         }
         if let (Some(temp), Some(slow), Some(true)) = (s.temperature_c, s.temperature_slowdown_c, idle(g)) {
@@ -388,7 +432,11 @@ pub(super) fn gpu_throttle(host: &HostReport) -> Check {
         "gpu-throttle",
         format!(
             "no thermal, power-brake or hardware slowdown active; temperatures {} C; power limits as shipped",
-            if temps.is_empty() { "unknown".into() } else { temps.join("/") }
+            if temps.is_empty() {
+                "unknown".into()
+            } else {
+                temps.join("/")
+            }
         ),
     )
 }
@@ -398,8 +446,7 @@ pub(super) fn persistence_mode(db: &Db, host: &HostReport) -> Check {
     if host.gpus.is_empty() {
         return check("persistence-mode", Verdict::Skip, "no GPU");
     }
-    let datacenter =
-        |g: &GpuInfo| db.gpu(&g.name).ok().map(|r| r.segment == Segment::Datacenter);
+    let datacenter = |g: &GpuInfo| db.gpu(&g.name).ok().map(|r| r.segment == Segment::Datacenter);
     let dc: Vec<&GpuInfo> = host.gpus.iter().filter(|g| datacenter(g) == Some(true)).collect();
     if dc.is_empty() {
         return check(
@@ -477,14 +524,21 @@ pub(super) fn network_rdma(host: &HostReport) -> Check {
                 ),
             )
         } else {
-            check("network-rdma", Verdict::Skip, format!("{why}; one GPU or none: RDMA matters for multi-node training"))
+            check(
+                "network-rdma",
+                Verdict::Skip,
+                format!("{why}; one GPU or none: RDMA matters for multi-node training"),
+            )
         };
     }
     match n.peermem {
         Some(true) => check(
             "network-rdma",
             Verdict::Pass,
-            format!("RDMA up: {}; GPUDirect RDMA (nvidia_peermem loaded)", up.join(", ")),
+            format!(
+                "RDMA up: {}; GPUDirect RDMA (nvidia_peermem loaded)",
+                up.join(", ")
+            ),
         ),
         Some(false) => check(
             "network-rdma",
@@ -513,7 +567,12 @@ pub(super) fn disk_layout(host: &HostReport) -> Check {
     }
     let root = system_disk(host);
     let Some(data) = separate_data_disk(host) else {
-        let network: Vec<&str> = host.mounts.iter().filter(|m| is_network(m)).map(|m| m.mount.as_str()).collect();
+        let network: Vec<&str> = host
+            .mounts
+            .iter()
+            .filter(|m| is_network(m))
+            .map(|m| m.mount.as_str())
+            .collect();
         return check(
             "disk-layout",
             Verdict::Warn,
@@ -562,5 +621,399 @@ pub(super) fn disk_layout(host: &HostReport) -> Check {
                 describe_mount(data)
             ),
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host::{
+        GpuProcess, GpuState, Mount, NetInterface, Network, NvLinkGpu, NvLinkLane, RdmaPort, Sourced,
+        Topology,
+    };
+
+    fn db() -> &'static Db {
+        Db::embedded().unwrap()
+    }
+
+    fn gpus(name: &str, n: u32) -> Vec<GpuInfo> {
+        (0..n)
+            .map(|i| GpuInfo {
+                index: i,
+                name: name.into(),
+                ..GpuInfo::default()
+            })
+            .collect()
+    }
+
+    /// A topology of `n` GPUs where `link(i, j)` links each pair.
+    fn topo(n: usize, link: impl Fn(usize, usize) -> Link) -> Option<Sourced<Topology>> {
+        let links = (0..n)
+            .map(|i| {
+                (0..n)
+                    .map(|j| {
+                        if i == j {
+                            Link::SelfLink
+                        } else {
+                            link(i.min(j), i.max(j))
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
+        Some(Sourced::new(
+            Topology {
+                gpus: (0..n).map(|i| format!("GPU{i}")).collect(),
+                links,
+                ..Topology::default()
+            },
+            "nvidia-smi topo -m",
+        ))
+    }
+
+    fn idle_state() -> GpuState {
+        GpuState {
+            source: "nvidia-smi -q -x".into(),
+            memory_used_mib: Some(2),
+            utilization_pct: Some(0),
+            pstate: Some("P8".into()),
+            temperature_c: Some(34),
+            temperature_slowdown_c: Some(87),
+            throttle: Some(vec![Throttle::GpuIdle]),
+            persistence_mode: Some(true),
+            processes: Some(vec![]),
+            power_limit_w: Some(700.0),
+            power_default_limit_w: Some(700.0),
+            ..GpuState::default()
+        }
+    }
+
+    #[test]
+    fn a_gen4_card_in_a_gen3_slot_warns_at_idle_too() {
+        let mut host = HostReport {
+            gpus: gpus("NVIDIA GeForce RTX 4090", 1),
+            ..HostReport::default()
+        };
+        let g = &mut host.gpus[0];
+        (
+            g.pcie_gen_device_max,
+            g.pcie_gen_host_max,
+            g.pcie_gen_max,
+            g.pcie_gen_current,
+        ) = (Some(4), Some(3), Some(3), Some(1));
+        (g.pcie_width_max, g.pcie_width_current) = (Some(16), Some(16));
+        g.state = Some(idle_state());
+        let c = pcie_link(&host);
+        assert_eq!(c.verdict, Verdict::Warn, "{}", c.reason);
+        assert!(c.reason.contains("PCIe Gen4 card in a Gen3 slot"), "{}", c.reason);
+        // Gen1 at idle is power saving, not a fault.
+        assert!(!c.reason.contains("Gen1"), "{}", c.reason);
+
+        // In a Gen4 slot, idle at Gen1: passes, and says why Gen1 is fine.
+        host.gpus[0].pcie_gen_host_max = Some(4);
+        host.gpus[0].pcie_gen_max = Some(4);
+        let c = pcie_link(&host);
+        assert_eq!(c.verdict, Verdict::Pass, "{}", c.reason);
+        assert!(c.reason.contains("1x Gen4 x16"), "{}", c.reason);
+        // Busy at Gen1 is slow.
+        let s = host.gpus[0].state.as_mut().unwrap();
+        (s.pstate, s.utilization_pct) = (Some("P0".into()), Some(98));
+        assert_eq!(pcie_link(&host).verdict, Verdict::Warn);
+        // Narrow links warn.
+        host.gpus[0].pcie_gen_current = Some(4);
+        host.gpus[0].pcie_width_current = Some(8);
+        let c = pcie_link(&host);
+        assert!(c.reason.contains("x8 of x16"), "{}", c.reason);
+        // No facts: not a pass.
+        let host = HostReport {
+            gpus: gpus("NVIDIA GeForce RTX 4090", 2),
+            ..HostReport::default()
+        };
+        assert_eq!(pcie_link(&host).verdict, Verdict::Skip);
+    }
+
+    #[test]
+    fn pairs_across_numa_and_partial_nvlink_warn() {
+        // Eight RTX 4090s, every pair SYS.
+        let host = HostReport {
+            gpus: gpus("NVIDIA GeForce RTX 4090", 8),
+            topology: topo(8, |_, _| Link::Sys),
+            ..HostReport::default()
+        };
+        let c = gpu_interconnect(db(), &host);
+        assert_eq!(c.verdict, Verdict::Warn, "{}", c.reason);
+        assert!(
+            c.reason
+                .starts_with("28 of 28 GPU pairs have no direct PCIe path"),
+            "{}",
+            c.reason
+        );
+
+        // Four A100s, NVLink between GPU0 and GPU1 only.
+        let host = HostReport {
+            gpus: gpus("NVIDIA A100 80GB PCIe", 4),
+            topology: topo(4, |a, b| match (a, b) {
+                (0, 1) => Link::NvLink(12),
+                (_, 3) => Link::Sys,
+                _ => Link::Pxb,
+            }),
+            ..HostReport::default()
+        };
+        let c = gpu_interconnect(db(), &host);
+        assert_eq!(c.verdict, Verdict::Warn);
+        assert!(
+            c.reason
+                .starts_with("NVLink on 1 of 6 GPU pairs (GPU0-GPU1 NV12)"),
+            "{}",
+            c.reason
+        );
+        assert!(
+            c.reason.contains("3 of 6 GPU pairs have no direct PCIe path"),
+            "{}",
+            c.reason
+        );
+
+        // Eight H100s on NVSwitch, one GPU with a link down.
+        let lanes = |active: usize| {
+            (0..18)
+                .map(|l| NvLinkLane {
+                    link: l,
+                    active: (l as usize) < active,
+                    speed_gb_s: ((l as usize) < active).then_some(26.562),
+                })
+                .collect()
+        };
+        let mut host = HostReport {
+            gpus: gpus("NVIDIA H100 80GB HBM3", 8),
+            topology: topo(8, |_, _| Link::NvLink(18)),
+            nvlink: Some(Sourced::new(
+                (0..8)
+                    .map(|g| NvLinkGpu {
+                        gpu: g,
+                        links: lanes(18),
+                    })
+                    .collect(),
+                "nvidia-smi nvlink -s",
+            )),
+            nvswitches: Some(Sourced::new(4, "lspci -n -d 10de:")),
+            ..HostReport::default()
+        };
+        let c = gpu_interconnect(db(), &host);
+        assert_eq!(c.verdict, Verdict::Pass, "{}", c.reason);
+        assert!(c.reason.contains("NV18 on 28"), "{}", c.reason);
+        assert!(
+            c.reason
+                .contains("NVLink 4, 26.562 GB/s per link; 4 NVSwitch(es)"),
+            "{}",
+            c.reason
+        );
+        host.nvlink.as_mut().unwrap().value[3].links = lanes(16);
+        let c = gpu_interconnect(db(), &host);
+        assert_eq!(c.verdict, Verdict::Warn);
+        assert!(
+            c.reason
+                .contains("GPU 3 has 16 of 18 NVLinks active where its peers have 18"),
+            "{}",
+            c.reason
+        );
+
+        // No matrix for several GPUs: a warning, not a pass.
+        host.topology = None;
+        assert_eq!(gpu_interconnect(db(), &host).verdict, Verdict::Warn);
+    }
+
+    #[test]
+    fn gpus_in_use_throttled_or_unpersisted_are_named() {
+        let mut host = HostReport {
+            gpus: gpus("NVIDIA H100 80GB HBM3", 2),
+            ..HostReport::default()
+        };
+        // Nothing reported: no verdict claims a pass.
+        for c in [
+            gpu_idle(&host),
+            gpu_throttle(&host),
+            persistence_mode(db(), &host),
+        ] {
+            assert_eq!(c.verdict, Verdict::Skip, "{}: {}", c.id, c.reason);
+        }
+        for g in &mut host.gpus {
+            g.state = Some(idle_state());
+        }
+        for c in [
+            gpu_idle(&host),
+            gpu_throttle(&host),
+            persistence_mode(db(), &host),
+        ] {
+            assert_eq!(c.verdict, Verdict::Pass, "{}: {}", c.id, c.reason);
+        }
+        {
+            let s = host.gpus[1].state.as_mut().unwrap();
+            s.processes = Some(vec![GpuProcess {
+                pid: 4242,
+                name: "python3".into(),
+                kind: Some("C".into()),
+                used_mib: Some(30_000),
+            }]);
+            s.memory_used_mib = Some(30_100);
+            s.throttle = Some(vec![Throttle::HwPowerBrake]);
+            s.persistence_mode = Some(false);
+            s.power_limit_w = Some(400.0);
+        }
+        let c = gpu_idle(&host);
+        assert_eq!(c.verdict, Verdict::Warn);
+        assert!(
+            c.reason
+                .contains("GPU 1 has 1 process on it: python3 (pid 4242, 30000 MiB)"),
+            "{}",
+            c.reason
+        );
+        let c = gpu_throttle(&host);
+        assert_eq!(c.verdict, Verdict::Fail);
+        assert!(c.reason.contains("hardware power brake"), "{}", c.reason);
+        assert!(
+            c.reason.contains("power limit is 400 W of the board's 700 W"),
+            "{}",
+            c.reason
+        );
+        let c = persistence_mode(db(), &host);
+        assert_eq!(c.verdict, Verdict::Warn);
+        assert!(
+            c.reason.starts_with("persistence mode is off on GPU 1"),
+            "{}",
+            c.reason
+        );
+
+        // Hot at idle, near the card's own slowdown point.
+        let s = host.gpus[0].state.as_mut().unwrap();
+        s.temperature_c = Some(70);
+        let c = gpu_throttle(&host);
+        assert!(
+            c.reason
+                .contains("GPU 0 is at 70 C while idle, within 25 C of the 87 C"),
+            "{}",
+            c.reason
+        );
+        // Memory held with no process visible.
+        host.gpus[1].state = Some(GpuState {
+            memory_used_mib: Some(20_000),
+            ..idle_state()
+        });
+        assert!(
+            gpu_idle(&host)
+                .reason
+                .contains("GPU 1 has 20000 MiB in use and no process")
+        );
+        // A consumer GPU's persistence mode is not judged.
+        let consumer = HostReport {
+            gpus: gpus("NVIDIA GeForce RTX 4090", 1),
+            ..HostReport::default()
+        };
+        assert_eq!(persistence_mode(db(), &consumer).verdict, Verdict::Skip);
+    }
+
+    fn port(state: &str) -> RdmaPort {
+        RdmaPort {
+            device: "mlx5_0".into(),
+            port: 1,
+            link_layer: Some("InfiniBand".into()),
+            state: Some(state.into()),
+            rate_gbps: Some(400.0),
+            source: "/sys/class/infiniband/mlx5_0/ports/1".into(),
+        }
+    }
+
+    #[test]
+    fn rdma_for_several_gpus_and_peermem_with_it() {
+        let mut host = HostReport {
+            gpus: gpus("NVIDIA H100 80GB HBM3", 8),
+            ..HostReport::default()
+        };
+        assert_eq!(network_rdma(&host).verdict, Verdict::Skip);
+        host.network = Some(Network {
+            interfaces: vec![NetInterface {
+                name: "eth0".into(),
+                speed_mbps: Some(25_000),
+                driver: Some("ice".into()),
+                operstate: Some("up".into()),
+                source: "/sys/class/net/eth0".into(),
+            }],
+            peermem: Some(false),
+            ..Network::default()
+        });
+        let c = network_rdma(&host);
+        assert_eq!(c.verdict, Verdict::Warn);
+        assert!(c.reason.starts_with("no RDMA device"), "{}", c.reason);
+        host.network.as_mut().unwrap().rdma = vec![port("DOWN")];
+        assert!(
+            network_rdma(&host)
+                .reason
+                .starts_with("1 RDMA port(s), none ACTIVE")
+        );
+        host.network.as_mut().unwrap().rdma = vec![port("ACTIVE")];
+        let c = network_rdma(&host);
+        assert_eq!(c.verdict, Verdict::Warn);
+        assert!(c.reason.contains("nvidia_peermem is not loaded"), "{}", c.reason);
+        host.network.as_mut().unwrap().peermem = Some(true);
+        let c = network_rdma(&host);
+        assert_eq!(c.verdict, Verdict::Pass, "{}", c.reason);
+        assert!(c.reason.contains("mlx5_0/1 InfiniBand 400 Gb/s"), "{}", c.reason);
+    }
+
+    fn mount(device: &str, disk: &str, at: &str, media: Option<DiskMedia>, gb: u64) -> Mount {
+        Mount {
+            device: device.into(),
+            fstype: "ext4".into(),
+            size_kib: gb * 1_000_000_000 / 1024,
+            avail_kib: gb * 1_000_000_000 / 2048,
+            mount: at.into(),
+            disk: Some(disk.into()),
+            media,
+            media_source: media.map(|_| format!("/sys/block/{disk}/queue/rotational")),
+        }
+    }
+
+    #[test]
+    fn a_data_disk_apart_and_not_rotating() {
+        let root = mount("/dev/nvme0n1p2", "nvme0n1", "/", Some(DiskMedia::Nvme), 480);
+        let mut host = HostReport {
+            mounts: vec![root.clone()],
+            ..HostReport::default()
+        };
+        let c = disk_layout(&host);
+        assert_eq!(c.verdict, Verdict::Warn);
+        assert!(
+            c.reason
+                .starts_with("no data disk apart from the system disk (/ (/dev/nvme0n1p2, 480 GB, nvme))"),
+            "{}",
+            c.reason
+        );
+        // Another partition of the same drive is not a data disk.
+        host.mounts.push(mount(
+            "/dev/nvme0n1p3",
+            "nvme0n1",
+            "/data",
+            Some(DiskMedia::Nvme),
+            3000,
+        ));
+        assert_eq!(disk_layout(&host).verdict, Verdict::Warn);
+        host.mounts
+            .push(mount("/dev/sdb1", "sdb", "/mnt/bulk", Some(DiskMedia::Hdd), 8000));
+        let c = disk_layout(&host);
+        assert_eq!(c.verdict, Verdict::Warn);
+        assert!(
+            c.reason
+                .contains("/mnt/bulk (/dev/sdb1, 8000 GB, hdd) is a rotating drive"),
+            "{}",
+            c.reason
+        );
+        host.mounts = vec![
+            root,
+            mount("/dev/nvme1n1", "nvme1n1", "/data", Some(DiskMedia::Nvme), 3840),
+        ];
+        let c = disk_layout(&host);
+        assert_eq!(c.verdict, Verdict::Pass, "{}", c.reason);
+        // Media unknown: a warning, not a pass.
+        host.mounts[1].media = None;
+        assert_eq!(disk_layout(&host).verdict, Verdict::Warn);
     }
 }

@@ -180,7 +180,10 @@ pub fn gpu_containers(host: &HostReport) -> Result<String, String> {
         .cdi_specs
         .iter()
         .any(|s| s.kind.as_deref() == Some("nvidia.com/gpu"))
-        || engine.cdi_devices.iter().any(|d| d.starts_with("nvidia.com/gpu="));
+        || engine
+            .cdi_devices
+            .iter()
+            .any(|d| d.starts_with("nvidia.com/gpu="));
     if !engine.cdi_spec_dirs.is_empty() && cdi_spec {
         return Ok(format!(
             "{docker} with CDI devices nvidia.com/gpu: `docker run --device nvidia.com/gpu=all` can work"
@@ -199,7 +202,8 @@ fn describe_port(p: &crate::host::RdmaPort) -> String {
         p.device,
         p.port,
         p.link_layer.as_deref().unwrap_or("link layer unknown"),
-        p.rate_gbps.map_or("rate unknown".to_string(), |r| format!("{} Gb/s", num(r))),
+        p.rate_gbps
+            .map_or("rate unknown".to_string(), |r| format!("{} Gb/s", num(r))),
         p.state.as_deref().unwrap_or("state unknown")
     )
 }
@@ -234,7 +238,12 @@ pub(super) fn accept_layout(host: &HostReport, e: &Expect) -> Vec<Acceptance> {
         out.push(accept_disk_size(host, Item::SystemDisk, system_disk(host), size));
     }
     if let Some(size) = &e.data_disk {
-        out.push(accept_disk_size(host, Item::DataDisk, separate_data_disk(host), size));
+        out.push(accept_disk_size(
+            host,
+            Item::DataDisk,
+            separate_data_disk(host),
+            size,
+        ));
     }
     if let Some(kind) = e.data_disk_type {
         out.push(accept_data_disk_type(host, kind));
@@ -379,7 +388,11 @@ fn accept_topology(host: &HostReport, want: TopologyWant) -> Acceptance {
 }
 
 fn accept_cpu_model(host: &HostReport, words: &str) -> Acceptance {
-    let model = host.cpu.as_ref().map(|c| c.model.as_str()).filter(|m| !m.is_empty());
+    let model = host
+        .cpu
+        .as_ref()
+        .map(|c| c.model.as_str())
+        .filter(|m| !m.is_empty());
     // Spacing differs between listings and /proc/cpuinfo ("EPYC  7T83"); case too.
     let squash = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
     let holds = model.is_some_and(|m| {
@@ -497,7 +510,11 @@ fn accept_rdma(host: &HostReport, rate: Option<&Rate>) -> Acceptance {
         ok,
         format!(
             "{written}at least one RDMA port (InfiniBand or RoCE) in state ACTIVE{}, from /sys/class/infiniband",
-            if rate.is_some() { " at the rate ordered or faster" } else { "" }
+            if rate.is_some() {
+                " at the rate ordered or faster"
+            } else {
+                ""
+            }
         ),
     )
 }
@@ -507,7 +524,11 @@ fn accept_nic_speed(host: &HostReport, rate: &Rate) -> Acceptance {
         None => ("unknown (the network was not read)".to_string(), false),
         Some(n) if n.interfaces.is_empty() => ("no network interface with a device".to_string(), false),
         Some(n) => {
-            let fastest = n.interfaces.iter().filter_map(|i| i.speed_mbps.map(|s| (s, i))).max_by_key(|(s, _)| *s);
+            let fastest = n
+                .interfaces
+                .iter()
+                .filter_map(|i| i.speed_mbps.map(|s| (s, i)))
+                .max_by_key(|(s, _)| *s);
             match fastest {
                 None => ("no interface reports a speed".to_string(), false),
                 Some((mbps, i)) => (
@@ -555,4 +576,199 @@ fn accept_container_runtime(host: &HostReport) -> Acceptance {
          nvidia.com/gpu"
             .into(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::db::Db;
+    use crate::host::{CpuInfo, NetInterface, Network, RdmaPort, Sourced};
+    use crate::judge::{AcceptVerdict, accept, parse_order};
+    use crate::model::EngineInfo;
+
+    fn host() -> HostReport {
+        let mut h = HostReport {
+            gpus: (0..4)
+                .map(|i| GpuInfo {
+                    index: i,
+                    name: "NVIDIA A100 80GB PCIe".into(),
+                    pcie_gen_max: Some(4),
+                    pcie_gen_device_max: Some(4),
+                    pcie_gen_host_max: Some(if i == 2 { 3 } else { 4 }),
+                    ..GpuInfo::default()
+                })
+                .collect(),
+            driver_cuda: Some(Sourced::new("12.2".parse().unwrap(), "nvml")),
+            cpu: Some(CpuInfo {
+                model: "AMD EPYC  7T83 64-Core Processor".into(),
+                logical: 256,
+                physical: Some(128),
+                sockets: Some(2),
+                numa_nodes: Some(2),
+            }),
+            mounts: vec![
+                Mount {
+                    device: "/dev/nvme0n1p2".into(),
+                    fstype: "ext4".into(),
+                    size_kib: 468_750_000,
+                    mount: "/".into(),
+                    disk: Some("nvme0n1".into()),
+                    media: Some(DiskMedia::Nvme),
+                    ..Mount::default()
+                },
+                Mount {
+                    device: "/dev/sdb1".into(),
+                    fstype: "xfs".into(),
+                    size_kib: 3_750_000_000,
+                    mount: "/data".into(),
+                    disk: Some("sdb".into()),
+                    media: Some(DiskMedia::Ssd),
+                    media_source: Some("/sys/block/sdb/queue/rotational".into()),
+                    ..Mount::default()
+                },
+            ],
+            network: Some(Network {
+                rdma: vec![RdmaPort {
+                    device: "mlx5_0".into(),
+                    port: 1,
+                    link_layer: Some("InfiniBand".into()),
+                    state: Some("ACTIVE".into()),
+                    rate_gbps: Some(200.0),
+                    source: "/sys/class/infiniband/mlx5_0/ports/1".into(),
+                }],
+                interfaces: vec![NetInterface {
+                    name: "ens1f0".into(),
+                    speed_mbps: Some(25_000),
+                    driver: Some("mlx5_core".into()),
+                    operstate: Some("up".into()),
+                    source: "/sys/class/net/ens1f0".into(),
+                }],
+                peermem: Some(true),
+            }),
+            docker: Some(DockerProbe::Ok {
+                engine: EngineInfo {
+                    server_version: Some("28.2.2".into()),
+                    runtimes: vec!["runc".into(), "nvidia".into()],
+                    ..EngineInfo::default()
+                },
+            }),
+            ..HostReport::default()
+        };
+        let n = h.gpus.len();
+        h.topology = Some(Sourced::new(
+            Topology {
+                gpus: (0..n).map(|i| format!("GPU{i}")).collect(),
+                links: (0..n)
+                    .map(|i| {
+                        (0..n)
+                            .map(|j| match (i.min(j), i.max(j)) {
+                                (a, b) if a == b => Link::SelfLink,
+                                (0, 1) => Link::NvLink(12),
+                                _ => Link::Pxb,
+                            })
+                            .collect()
+                    })
+                    .collect(),
+                ..Topology::default()
+            },
+            "nvidia-smi topo -m",
+        ));
+        h
+    }
+
+    fn verdicts(host: &HostReport, order: &str) -> Vec<(&'static str, AcceptVerdict, String)> {
+        let e = parse_order("order.toml", order).unwrap();
+        accept(Db::embedded().unwrap(), host, &e)
+            .unwrap()
+            .into_iter()
+            .map(|a| (a.item, a.verdict, a.found))
+            .collect()
+    }
+
+    #[test]
+    fn each_layout_item_passes_on_the_fact_and_fails_without_it() {
+        use AcceptVerdict::*;
+        let h = host();
+        let order = "cuda = \"12.2\"\npcie_gen = 3\nnvlink = true\ntopology = \"pcie\"\ncpu_model = \"2x EPYC 7T83\"\n\
+                     system_disk = 480\ndata_disk = \"3.84TB\"\ndata_disk_type = \"ssd\"\nrdma = \"200G\"\nnic_speed = \"25G\"\n\
+                     container_runtime = true\n";
+        let got = verdicts(&h, order);
+        let keys: Vec<&str> = got.iter().map(|(k, _, _)| *k).collect();
+        // In the order acceptance reports them, the sockets read from "2x".
+        assert_eq!(
+            keys,
+            [
+                "cuda",
+                "pcie_gen",
+                "nvlink",
+                "topology",
+                "cpu_model",
+                "sockets",
+                "system_disk",
+                "data_disk",
+                "data_disk_type",
+                "rdma",
+                "nic_speed",
+                "container_runtime"
+            ]
+        );
+        let failed: Vec<_> = got.iter().filter(|(_, v, _)| *v != Pass).collect();
+        // NVLink on one pair of six is not NVLink between the GPUs.
+        assert_eq!(failed.len(), 1, "{got:#?}");
+        assert_eq!(failed[0].0, "nvlink");
+        assert!(
+            failed[0].2.starts_with("5 of 6 pairs short: GPU0-GPU2 PXB"),
+            "{}",
+            failed[0].2
+        );
+
+        // One step past each fact fails.
+        let order = "cuda = \"12.4\"\npcie_gen = 4\ntopology = \"nvswitch\"\ncpu_model = \"EPYC 7763\"\nsockets = 4\n\
+                     system_disk = 1000\ndata_disk = \"8TB\"\ndata_disk_type = \"nvme\"\nrdma = \"400G\"\nnic_speed = \"100G\"\n";
+        let got = verdicts(&h, order);
+        assert!(got.iter().all(|(_, v, _)| *v == Fail), "{got:#?}");
+        let found = |k: &str| got.iter().find(|(x, _, _)| *x == k).unwrap().2.clone();
+        assert_eq!(found("pcie_gen"), "Gen3 at most on GPU 2 (card Gen4, slot Gen3)");
+        assert_eq!(found("cuda"), "12.2 (nvml)");
+        assert_eq!(found("topology"), "NVSwitches unknown (lspci gave no answer)");
+        assert_eq!(
+            found("data_disk_type"),
+            "/data (/dev/sdb1, 3840 GB, ssd) (from /sys/block/sdb/queue/rotational)"
+        );
+        assert_eq!(found("nic_speed"), "25 Gb/s at most (ens1f0, mlx5_core)");
+
+        // A host that says nothing fails every item, "unknown" where it is.
+        let got = verdicts(
+            &HostReport::default(),
+            "cuda = \"12.2\"\npcie_gen = 3\nnvlink = 2\ntopology = \"pcie\"\ncpu_model = \"EPYC\"\nsockets = 1\n\
+             system_disk = 1\ndata_disk = 1\ndata_disk_type = \"hdd\"\nrdma = true\nnic_speed = 1\ncontainer_runtime = true\n",
+        );
+        assert!(got.iter().all(|(_, v, _)| *v == Fail), "{got:#?}");
+    }
+
+    #[test]
+    fn cpu_models_match_by_words_or_pattern() {
+        let h = host();
+        for (words, ok) in [
+            ("EPYC 7T83", true),
+            ("epyc   7t83", true),
+            ("AMD EPYC*64-Core*", true),
+            ("Xeon", false),
+            ("EPYC 7T8", true),
+            ("*7763*", false),
+        ] {
+            let got = verdicts(&h, &format!("cpu_model = \"{words}\"\n"));
+            assert_eq!(got[0].1 == AcceptVerdict::Pass, ok, "{words}: {got:?}");
+        }
+    }
+
+    #[test]
+    fn the_data_disk_is_another_drive() {
+        let mut h = host();
+        // The same drive as the system, partitioned: no data disk.
+        h.mounts[1].disk = Some("nvme0n1".into());
+        let got = verdicts(&h, "data_disk = 100\n");
+        assert_eq!(got[0].1, AcceptVerdict::Fail);
+        assert_eq!(got[0].2, "no data disk apart from the system disk");
+    }
 }

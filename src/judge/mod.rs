@@ -432,11 +432,7 @@ fn gpu_health(host: &HostReport) -> Check {
     if host.gpus.is_empty() {
         check("gpu-health", Verdict::Skip, "no GPU")
     } else if health.is_empty() {
-        check(
-            "gpu-health",
-            Verdict::Pass,
-            "no uncorrected ECC errors, MIG off",
-        )
+        check("gpu-health", Verdict::Pass, "no uncorrected ECC errors, MIG off")
     } else {
         check("gpu-health", worst, health.join("; "))
     }

@@ -1071,7 +1071,10 @@ mod tests {
         // "2x" in front of a CPU model is the sockets.
         assert_eq!(e.cpu_model.as_deref(), Some("EPYC 7T83"));
         assert_eq!(e.sockets, Some(2));
-        assert_eq!(e.origin(Item::Sockets), "order `order.toml` line 5, key `cpu_model`");
+        assert_eq!(
+            e.origin(Item::Sockets),
+            "order `order.toml` line 5, key `cpu_model`"
+        );
         assert_eq!(e.system_disk, size(480.0, Some("480GB")));
         assert_eq!(e.data_disk, size(3840.0, Some("3.84TB")));
         assert_eq!(e.data_disk_type, Some(DiskKind::Nvme));
@@ -1081,15 +1084,35 @@ mod tests {
         assert!(!e.is_empty());
 
         // Other spellings of the same.
-        let e = order("nvlink = 12\nrdma = true\nnic_speed = 100\nsockets = 2\ncpu_model = \"Xeon*8480*\"\n").unwrap();
+        let e = order("nvlink = 12\nrdma = true\nnic_speed = 100\nsockets = 2\ncpu_model = \"Xeon*8480*\"\n")
+            .unwrap();
         assert_eq!(e.nvlink, Some(NvlinkWant::AtLeast(12)));
         assert_eq!(e.rdma, Some(None));
         assert_eq!(e.nic_speed.as_ref().map(|r| r.gbps), Some(100.0));
         assert_eq!(e.sockets, Some(2));
         assert_eq!(flag(Item::Nvlink, "all").unwrap().nvlink, Some(NvlinkWant::All));
-        assert_eq!(flag(Item::Rdma, "200Gb/s").unwrap().rdma.flatten().map(|r| r.gbps), Some(200.0));
-        assert_eq!(flag(Item::NicSpeed, "100 Gbps").unwrap().nic_speed.map(|r| r.gbps), Some(100.0));
-        assert_eq!(flag(Item::NicSpeed, "10000Mb/s").unwrap().nic_speed.map(|r| r.gbps), Some(10.0));
+        assert_eq!(
+            flag(Item::Rdma, "200Gb/s")
+                .unwrap()
+                .rdma
+                .flatten()
+                .map(|r| r.gbps),
+            Some(200.0)
+        );
+        assert_eq!(
+            flag(Item::NicSpeed, "100 Gbps")
+                .unwrap()
+                .nic_speed
+                .map(|r| r.gbps),
+            Some(100.0)
+        );
+        assert_eq!(
+            flag(Item::NicSpeed, "10000Mb/s")
+                .unwrap()
+                .nic_speed
+                .map(|r| r.gbps),
+            Some(10.0)
+        );
         // A sockets key wins over the count in front of the model, wherever it is written.
         let e = order("sockets = 1\ncpu_model = \"2x EPYC 7T83\"\n").unwrap();
         assert_eq!(e.sockets, Some(1));
@@ -1098,7 +1121,10 @@ mod tests {
     #[test]
     fn bad_layout_values_name_the_key() {
         for (text, problem) in [
-            ("nvlink = false", "`false` asks for nothing: leave the key out instead"),
+            (
+                "nvlink = false",
+                "`false` asks for nothing: leave the key out instead",
+            ),
             ("nvlink = \"some\"", "`\"some\"` is not a number"),
             ("nvlink = 0", "`0` is zero"),
             ("nvlink = 99", "`99` is more than 64"),
@@ -1106,17 +1132,29 @@ mod tests {
             ("topology = 4", "`4` is a number, not a string"),
             ("pcie_gen = 9", "`9` is more than 7"),
             ("pcie_gen = 4.5", "`4.5` is not a whole number"),
-            ("rdma = \"200 parsecs\"", "`\"200 parsecs\"` has an unknown unit `parsecs`"),
-            ("rdma = false", "`false` asks for nothing: leave the key out instead"),
+            (
+                "rdma = \"200 parsecs\"",
+                "`\"200 parsecs\"` has an unknown unit `parsecs`",
+            ),
+            (
+                "rdma = false",
+                "`false` asks for nothing: leave the key out instead",
+            ),
             ("nic_speed = \"-25G\"", "`\"-25G\"` is negative"),
             ("data_disk = \"-4TB\"", "`\"-4TB\"` is negative"),
             ("system_disk = \"1 XB\"", "`\"1 XB\"` has an unknown unit `XB`"),
-            ("data_disk_type = \"tape\"", "`\"tape\"` is not a kind of disk gpuenv knows"),
+            (
+                "data_disk_type = \"tape\"",
+                "`\"tape\"` is not a kind of disk gpuenv knows",
+            ),
             ("cuda = \"twelve\"", "`\"twelve\"` is not a CUDA version"),
             ("cpu_model = 7763", "`7763` is a number, not a string"),
             ("sockets = -2", "`-2` is negative"),
             ("container_runtime = \"docker\"", "`\"docker\"` is not `true`"),
-            ("container_runtime = false", "`false` asks for nothing: leave the key out instead"),
+            (
+                "container_runtime = false",
+                "`false` asks for nothing: leave the key out instead",
+            ),
         ] {
             let e = order(text).unwrap_err();
             let key = text.split(' ').next().unwrap();
