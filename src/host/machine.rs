@@ -271,7 +271,10 @@ mod tests {
         assert_eq!(m.media, Some(DiskMedia::Ssd));
         // Not recorded: the disk is known, its media is not.
         let m = classified(&sys, "/dev/vdc1", "ext4");
-        assert_eq!((m.disk.as_deref(), m.media, m.media_source), (Some("vdc"), None, None));
+        assert_eq!(
+            (m.disk.as_deref(), m.media, m.media_source),
+            (Some("vdc"), None, None)
+        );
         for (dev, fs) in [("tmpfs", "tmpfs"), ("overlay", "overlay"), ("/dev/root", "ext4")] {
             assert_eq!(classified(&sys, dev, fs), mount(dev, fs), "{dev}");
         }
@@ -307,7 +310,10 @@ mod tests {
         );
         // LVM on one NVMe partition: that disk.
         let m = classified(&sys, "/dev/mapper/vg0-root", "ext4");
-        assert_eq!((m.disk.as_deref(), m.media), (Some("nvme0n1"), Some(DiskMedia::Nvme)));
+        assert_eq!(
+            (m.disk.as_deref(), m.media),
+            (Some("nvme0n1"), Some(DiskMedia::Nvme))
+        );
         let m = classified(&sys, "/dev/dm-0", "ext4");
         assert_eq!(m.disk.as_deref(), Some("nvme0n1"));
         // md over an SSD and an HDD: the HDD wins.
@@ -344,12 +350,30 @@ mod tests {
         let eth0 = lines(fixture!("sysfs/vm-virtio/class-net-eth0-device.txt"));
         let sys = host(
             &[
-                ("/proc/sys/kernel/hostname", fixture!("sysfs/vm-virtio/proc-sys-kernel-hostname.txt")),
-                ("/sys/block/vda/queue/rotational", fixture!("sysfs/vm-virtio/block-vda-queue-rotational.txt")),
-                ("/sys/class/net/eth0/speed", fixture!("sysfs/vm-virtio/class-net-eth0-speed.txt")),
-                ("/sys/class/net/eth0/operstate", fixture!("sysfs/vm-virtio/class-net-eth0-operstate.txt")),
-                ("/sys/class/net/eth0/device/uevent", fixture!("sysfs/vm-virtio/class-net-eth0-device-uevent.txt")),
-                ("/sys/class/net/docker0/operstate", fixture!("sysfs/vm-virtio/class-net-docker0-operstate.txt")),
+                (
+                    "/proc/sys/kernel/hostname",
+                    fixture!("sysfs/vm-virtio/proc-sys-kernel-hostname.txt"),
+                ),
+                (
+                    "/sys/block/vda/queue/rotational",
+                    fixture!("sysfs/vm-virtio/block-vda-queue-rotational.txt"),
+                ),
+                (
+                    "/sys/class/net/eth0/speed",
+                    fixture!("sysfs/vm-virtio/class-net-eth0-speed.txt"),
+                ),
+                (
+                    "/sys/class/net/eth0/operstate",
+                    fixture!("sysfs/vm-virtio/class-net-eth0-operstate.txt"),
+                ),
+                (
+                    "/sys/class/net/eth0/device/uevent",
+                    fixture!("sysfs/vm-virtio/class-net-eth0-device-uevent.txt"),
+                ),
+                (
+                    "/sys/class/net/docker0/operstate",
+                    fixture!("sysfs/vm-virtio/class-net-docker0-operstate.txt"),
+                ),
             ],
             &[
                 ("/sys/class/net", &net),
@@ -362,8 +386,16 @@ mod tests {
         let mut mounts = parse::df(fixture!("sysfs/vm-virtio/df-PkT.txt"));
         classify_mounts(&sys, &mut mounts);
         let root = mounts.iter().find(|m| m.mount == "/").unwrap();
-        assert_eq!((root.disk.as_deref(), root.media), (Some("vda"), Some(DiskMedia::Hdd)));
-        assert!(mounts.iter().filter(|m| m.mount != "/").all(|m| m.disk.is_none() && m.media.is_none()));
+        assert_eq!(
+            (root.disk.as_deref(), root.media),
+            (Some("vda"), Some(DiskMedia::Hdd))
+        );
+        assert!(
+            mounts
+                .iter()
+                .filter(|m| m.mount != "/")
+                .all(|m| m.disk.is_none() && m.media.is_none())
+        );
         let n = network(&sys).unwrap();
         assert!(n.rdma.is_empty());
         assert_eq!(n.peermem, None);
@@ -383,7 +415,10 @@ mod tests {
     fn rdma_ports_and_peermem() {
         let sys = host(
             &[
-                ("/sys/class/infiniband/mlx5_0/ports/1/rate", "400 Gb/sec (4X NDR)\n"),
+                (
+                    "/sys/class/infiniband/mlx5_0/ports/1/rate",
+                    "400 Gb/sec (4X NDR)\n",
+                ),
                 ("/sys/class/infiniband/mlx5_0/ports/1/state", "4: ACTIVE\n"),
                 ("/sys/class/infiniband/mlx5_0/ports/1/link_layer", "InfiniBand\n"),
                 ("/sys/class/infiniband/mlx5_0/ports/2/state", "1: DOWN\n"),
@@ -399,7 +434,10 @@ mod tests {
         assert!(n.interfaces.is_empty());
         assert_eq!(n.rdma.len(), 2);
         let p = &n.rdma[0];
-        assert_eq!((p.port, p.rate_gbps, p.state.as_deref()), (1, Some(400.0), Some("ACTIVE")));
+        assert_eq!(
+            (p.port, p.rate_gbps, p.state.as_deref()),
+            (1, Some(400.0), Some("ACTIVE"))
+        );
         assert_eq!(p.link_layer.as_deref(), Some("InfiniBand"));
         assert_eq!(p.source, "/sys/class/infiniband/mlx5_0/ports/1");
         let p = &n.rdma[1];

@@ -3,7 +3,7 @@
 //! port states and rates, and the module list that says whether GPUDirect RDMA is loaded.
 //!
 //! Each function takes one file's text (or one directory's entry names) as read; walking
-//! the tree is the probe's business ([`crate::host::probe`]).
+//! the tree is the system probe's business ([`mod@crate::host::probe`]).
 
 /// The number of NUMA nodes in a listing of `/sys/devices/system/node`: the entries named
 /// `node<digits>` (the directory also holds `online`, `possible`, `has_cpu`...). `None`
@@ -142,7 +142,10 @@ mod tests {
     #[test]
     fn numa_node_listings() {
         // Recorded: one node, with the directory's other entries.
-        assert_eq!(numa_nodes(&lines(fixture!("sysfs/vm-virtio/devices-system-node.txt"))), Some(1));
+        assert_eq!(
+            numa_nodes(&lines(fixture!("sysfs/vm-virtio/devices-system-node.txt"))),
+            Some(1)
+        );
         let two = lines("has_cpu\nnode0\nnode1\nonline\npossible\npower\nuevent");
         assert_eq!(numa_nodes(&two), Some(2));
         assert_eq!(numa_nodes(&lines("node\nnodeX\nnode1a\nonline")), None);
@@ -192,8 +195,14 @@ mod tests {
     #[test]
     fn rotation() {
         // Recorded: a virtio disk says it rotates; zram does not.
-        assert_eq!(rotational(fixture!("sysfs/vm-virtio/block-vda-queue-rotational.txt")), Some(true));
-        assert_eq!(rotational(fixture!("sysfs/vm-virtio/block-zram0-queue-rotational.txt")), Some(false));
+        assert_eq!(
+            rotational(fixture!("sysfs/vm-virtio/block-vda-queue-rotational.txt")),
+            Some(true)
+        );
+        assert_eq!(
+            rotational(fixture!("sysfs/vm-virtio/block-zram0-queue-rotational.txt")),
+            Some(false)
+        );
         assert_eq!(rotational(""), None);
         assert_eq!(rotational("2"), None);
     }
@@ -201,7 +210,10 @@ mod tests {
     #[test]
     fn interfaces() {
         // Recorded: virtio_net reports no speed (-1), and is up.
-        assert_eq!(net_speed_mbps(fixture!("sysfs/vm-virtio/class-net-eth0-speed.txt")), None);
+        assert_eq!(
+            net_speed_mbps(fixture!("sysfs/vm-virtio/class-net-eth0-speed.txt")),
+            None
+        );
         assert_eq!(
             sysfs_word(fixture!("sysfs/vm-virtio/class-net-eth0-operstate.txt")).as_deref(),
             Some("up")
