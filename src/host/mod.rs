@@ -6,6 +6,7 @@
 //! (that is `resolve`, fed with these facts), print, or talk to Docker directly (Docker
 //! facts come through the seam, from the `docker` module).
 
+mod machine;
 mod nvml;
 pub mod overrides;
 pub mod parse;

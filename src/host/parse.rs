@@ -4,8 +4,9 @@
 //! and its failure messages), `/proc/driver/nvidia/version`, `nvcc --version`, the CUDA
 //! toolkit's `version.json`/`version.txt`, cuDNN and NCCL headers, `ldconfig -p`,
 //! `/etc/os-release`, `ldd --version`, `getconf GNU_LIBC_VERSION`, `/proc/cpuinfo`,
-//! `/proc/meminfo`, `df -PkT`, `nvidia-ctk --version` and CDI specs into the types of
-//! [`crate::host::types`].
+//! `/proc/meminfo`, `df -PkT`, `nvidia-ctk --version`, CDI specs, and single sysfs/procfs
+//! values (NUMA nodes, block device names and rotation, network speeds and drivers, RDMA
+//! port states and rates, `/proc/modules`) into the types of [`crate::host::types`].
 //!
 //! Must not: run commands, read files or the environment, print, or judge what it read
 //! (whether a driver is new enough is `resolve`'s business). Every function takes the
@@ -15,10 +16,11 @@
 //!
 //! The functions are grouped by tool: [`smi`] (nvidia-smi reports and failures),
 //! [`topo`] (`nvidia-smi topo -m`), [`toolkit`] (driver module, CUDA, cuDNN, NCCL,
-//! libraries, container toolkit) and [`system`] (OS, glibc, CPU, memory, disks); all are
-//! re-exported here.
+//! libraries, container toolkit), [`system`] (OS, glibc, CPU, memory, disks) and
+//! [`sysfs`] (kernel files: NUMA, block devices, network, RDMA); all are re-exported here.
 
 pub mod smi;
+pub mod sysfs;
 pub mod system;
 pub mod toolkit;
 pub mod topo;
@@ -31,6 +33,10 @@ pub use crate::formats::{
     cuda_version_json, cuda_version_txt, cudnn_header, lib_version, nccl_header, os_release,
 };
 pub use smi::{SMI_QUERY_FIELDS, SMI_QUERY_FORMAT, smi_csv, smi_failure, smi_table_cuda, smi_xml};
+pub use sysfs::{
+    block_disk, net_speed_mbps, numa_nodes, peermem_loaded, rdma_rate_gbps, rdma_state, rotational,
+    sysfs_word, uevent_driver,
+};
 pub use system::{cpuinfo, df, getconf_glibc, ldd_version, meminfo_total_kib};
 pub use toolkit::{cdi_spec_kind, ldconfig, nvcc_version, nvidia_ctk_version, proc_driver_version};
 pub use topo::smi_topo;

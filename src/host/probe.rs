@@ -17,7 +17,14 @@
 //!    then `python3` on PATH: one subprocess each, printing JSON.
 //! 5. Containers: the Docker Engine (through the seam), `nvidia-ctk --version`, and the CDI
 //!    specs in the directories the Engine reads them from (where it has CDI enabled).
-//! 6. System: `/etc/os-release`, glibc, kernel, CPU, memory, disks.
+//! 6. System, in this order: `/etc/os-release`; glibc (`ldd --version`, then `getconf
+//!    GNU_LIBC_VERSION`); the kernel release; the host name (`/proc/sys/kernel/hostname`);
+//!    the CPU (`/proc/cpuinfo`, NUMA nodes from `/sys/devices/system/node`); memory
+//!    (`/proc/meminfo`); filesystems (`df -PkT`), each with the disk under it and what that
+//!    is (network filesystem type, NVMe name, `/sys/block/*/queue/rotational`, through
+//!    `slaves/` for md and device-mapper); the network: RDMA ports
+//!    (`/sys/class/infiniband`), interfaces with a device behind them (`/sys/class/net`)
+//!    and GPUDirect RDMA (`nvidia_peermem` in `/proc/modules`).
 //!
 //! Each group runs on its own thread; one that is not done by the deadline is reported as
 //! timed out and left behind, so a hung `nvidia-smi` cannot hang `doctor`.
@@ -746,23 +753,31 @@ fn probe_system(sys: &dyn System) -> Part {
     let kernel = sys
         .read("/proc/sys/kernel/osrelease")
         .map(|k| k.trim().to_string());
-    let cpu = sys.read("/proc/cpuinfo").map(|t| parse::cpuinfo(&t));
+    let hostname = super::machine::hostname(sys);
+    let cpu = sys.read("/proc/cpuinfo").map(|t| CpuInfo {
+        numa_nodes: super::machine::numa_nodes(sys),
+        ..parse::cpuinfo(&t)
+    });
     let memory_kib = sys
         .read("/proc/meminfo")
         .and_then(|t| parse::meminfo_total_kib(&t));
     let dfo = sys.run("df", &["-PkT"]);
-    let mounts = if dfo.ok() {
+    let mut mounts = if dfo.ok() {
         parse::df(&dfo.stdout)
     } else {
         Vec::new()
     };
+    super::machine::classify_mounts(sys, &mut mounts);
+    let network = super::machine::network(sys);
     Box::new(move |r: &mut HostReport| {
         r.os = os;
         r.glibc = glibc;
         r.kernel = kernel;
+        r.hostname = hostname;
         r.cpu = cpu;
         r.memory_kib = memory_kib;
         r.mounts = mounts;
+        r.network = network;
     })
 }
 

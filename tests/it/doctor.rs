@@ -819,3 +819,60 @@ fn docker_is_a_status_with_the_engine_or_the_error() {
         "{docker}"
     );
 }
+
+#[test]
+fn the_system_group_reads_the_kernel_files_of_a_recorded_host() {
+    let (_, doc) = doctor_json("2-socket-rdma", &[]);
+    let host = &doc["host"];
+    assert_eq!(host["hostname"], "gpu-node-07");
+    assert_eq!(host["cpu"]["sockets"], 2);
+    assert_eq!(host["cpu"]["numa_nodes"], 2);
+    let mount = |at: &str| {
+        host["mounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["mount"] == at)
+            .unwrap_or_else(|| panic!("no mount {at}: {}", host["mounts"]))
+            .clone()
+    };
+    let root = mount("/");
+    assert_eq!(root["disk"], "nvme0n1");
+    assert_eq!(root["media"], "nvme");
+    assert_eq!(root["media_source"], "device name");
+    let data = mount("/data");
+    assert_eq!(data["disk"], "sdb");
+    assert_eq!(data["media"], "hdd");
+    assert_eq!(data["media_source"], "/sys/block/sdb/queue/rotational");
+    let shm = mount("/dev/shm");
+    assert!(shm.get("disk").is_none() && shm.get("media").is_none(), "{shm}");
+
+    let net = &host["network"];
+    let rdma = net["rdma"].as_array().unwrap();
+    assert_eq!(rdma.len(), 2, "{net}");
+    for (port, dev) in rdma.iter().zip(["mlx5_0", "mlx5_1"]) {
+        assert_eq!(port["device"], dev);
+        assert_eq!(port["port"], 1);
+        assert_eq!(port["link_layer"], "InfiniBand");
+        assert_eq!(port["state"], "ACTIVE");
+        assert_eq!(port["rate_gbps"], 400.0);
+        assert_eq!(port["source"], format!("/sys/class/infiniband/{dev}/ports/1"));
+    }
+    // docker0 and lo have no device behind them: only the NIC is listed.
+    let interfaces = net["interfaces"].as_array().unwrap();
+    assert_eq!(interfaces.len(), 1, "{net}");
+    assert_eq!(interfaces[0]["name"], "ens1f0np0");
+    assert_eq!(interfaces[0]["driver"], "ice");
+    assert_eq!(interfaces[0]["speed_mbps"], 25000);
+    assert_eq!(interfaces[0]["operstate"], "up");
+    assert_eq!(net["peermem"], false);
+}
+
+#[test]
+fn a_host_recorded_without_kernel_files_has_none_of_their_facts() {
+    let (_, doc) = doctor_json("single-a100", &[]);
+    let host = &doc["host"];
+    assert!(host.get("hostname").is_none(), "{}", host["hostname"]);
+    assert!(host.get("network").is_none(), "{}", host["network"]);
+    assert!(host["cpu"].get("numa_nodes").is_none(), "{}", host["cpu"]);
+}

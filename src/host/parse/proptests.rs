@@ -30,6 +30,15 @@ fn parse_everything(text: &str) {
     let _ = df(text);
     let _ = nvidia_ctk_version(text);
     let _ = cdi_spec_kind(text);
+    let _ = block_disk(text);
+    let _ = rotational(text);
+    let _ = net_speed_mbps(text);
+    let _ = sysfs_word(text);
+    let _ = uevent_driver(text);
+    let _ = rdma_state(text);
+    let _ = rdma_rate_gbps(text);
+    let _ = peermem_loaded(text);
+    let _ = numa_nodes(&text.lines().map(str::to_string).collect::<Vec<_>>());
 }
 
 const FIXTURES: &[&str] = &[
@@ -50,6 +59,9 @@ const FIXTURES: &[&str] = &[
     fixture!("os-release/ubuntu-22.04.txt"),
     fixture!("cpuinfo/aarch64-neoverse-v2-4c.txt"),
     fixture!("df/df-PkT.txt"),
+    fixture!("sysfs/infiniband-hdr/rate.txt"),
+    fixture!("sysfs/proc-modules/peermem.txt"),
+    fixture!("sysfs/vm-virtio/class-net-eth0-device-uevent.txt"),
 ];
 
 /// Words and separators of the real outputs, so that generated text reaches deep into the

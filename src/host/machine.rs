@@ -1,0 +1,451 @@
+//! The system group's walks of the kernel's files, through the seam: the host name, NUMA
+//! nodes, the disk under each mount and what it is stored on, RDMA ports, network
+//! interfaces and GPUDirect RDMA.
+//!
+//! Owns: which files and directories are read, in which order, and how their answers
+//! combine (a device-mapper volume followed down to its disks). Every read goes through
+//! [`System`], so a recorded host replays it; each value is parsed by
+//! [`crate::host::parse::sysfs`]. A file that cannot be read leaves its fact `None`.
+
+use std::collections::BTreeSet;
+
+use super::parse;
+use super::system::System;
+use super::types::{DiskMedia, Mount, NetInterface, Network, RdmaPort};
+
+/// `/proc/sys/kernel/hostname`, trimmed.
+pub fn hostname(sys: &dyn System) -> Option<String> {
+    sys.read("/proc/sys/kernel/hostname")
+        .and_then(|t| parse::sysfs_word(&t))
+}
+
+/// The NUMA nodes in `/sys/devices/system/node`; `None` when it cannot be listed.
+pub fn numa_nodes(sys: &dyn System) -> Option<u32> {
+    sys.list("/sys/devices/system/node")
+        .and_then(|e| parse::numa_nodes(&e))
+}
+
+/// Filesystem types whose data lives on another machine. `fuse.*` is a user-space
+/// filesystem, nearly always a network or object store (sshfs, s3fs, gcsfuse, juicefs),
+/// except the few local ones below.
+fn network_fs(fstype: &str) -> bool {
+    const NETWORK: [&str; 7] = ["cifs", "smb3", "smbfs", "ceph", "lustre", "gpfs", "9p"];
+    const LOCAL_FUSE: [&str; 3] = ["fuse.lxcfs", "fuse.gvfsd-fuse", "fuse.portal"];
+    fstype.starts_with("nfs")
+        || NETWORK.contains(&fstype)
+        || (fstype.starts_with("fuse.") && !LOCAL_FUSE.contains(&fstype))
+}
+
+/// How deep stacked devices are followed (LVM on dm-crypt on md on partitions is four);
+/// a record that loops is cut off here.
+const MAX_STACK: usize = 8;
+
+/// Fills `disk`, `media` and `media_source` of each mount.
+///
+/// A network filesystem is `Network` whatever its source. Otherwise the device's whole
+/// disk: an NVMe drive by its name; any other by `/sys/block/<disk>/queue/rotational`. A
+/// device-mapper volume (`/dev/dm-N`, `/dev/mapper/NAME`) is followed through `slaves/`:
+/// over one disk it is that disk; over several it keeps its own name. An md array keeps
+/// its name (`md0`). Over several disks the media is the worst of them: an HDD if any
+/// rotates, unknown if any is unknown.
+pub fn classify_mounts(sys: &dyn System, mounts: &mut [Mount]) {
+    // The dm devices and their names, read once and only when a mapper path needs them.
+    let mut mapper: Option<Vec<(String, String)>> = None;
+    for m in mounts.iter_mut() {
+        if network_fs(&m.fstype) {
+            m.media = Some(DiskMedia::Network);
+            m.media_source = Some(format!("filesystem type {}", m.fstype));
+            continue;
+        }
+        let device = match m.device.strip_prefix("/dev/mapper/") {
+            Some(name) => {
+                let table = mapper.get_or_insert_with(|| dm_names(sys));
+                match table.iter().find(|(_, n)| n == name) {
+                    Some((dm, _)) => dm.clone(),
+                    None => continue,
+                }
+            }
+            None => match parse::block_disk(&m.device) {
+                Some(d) => d,
+                None => continue,
+            },
+        };
+        let leaves = leaf_disks(sys, &device, 0);
+        m.disk = if device.starts_with("dm-") {
+            match leaves.as_slice() {
+                [one] => Some(one.clone()),
+                [] => None, // nothing under it could be read: no guess
+                _ => Some(device.clone()),
+            }
+        } else {
+            Some(device.clone())
+        };
+        if leaves.is_empty() {
+            continue;
+        }
+        let found: Vec<Option<(DiskMedia, String)>> = leaves.iter().map(|d| media(sys, d)).collect();
+        if found.iter().any(Option::is_none) && !found.iter().flatten().any(|(k, _)| *k == DiskMedia::Hdd) {
+            continue; // one disk unknown and none known to rotate: the worst is unknown
+        }
+        let known: Vec<&(DiskMedia, String)> = found.iter().flatten().collect();
+        let worst = [DiskMedia::Hdd, DiskMedia::Ssd, DiskMedia::Nvme]
+            .into_iter()
+            .find(|w| known.iter().any(|(k, _)| k == w));
+        if let Some(worst) = worst {
+            let sources: BTreeSet<&str> = known
+                .iter()
+                .filter(|(k, _)| *k == worst)
+                .map(|(_, s)| s.as_str())
+                .collect();
+            m.media = Some(worst);
+            m.media_source = Some(sources.into_iter().collect::<Vec<_>>().join(", "));
+        }
+    }
+}
+
+/// `(dm-N, name)` for each device-mapper device in `/sys/block`.
+fn dm_names(sys: &dyn System) -> Vec<(String, String)> {
+    sys.list("/sys/block")
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|d| d.starts_with("dm-"))
+        .filter_map(|d| {
+            let name = sys
+                .read(&format!("/sys/block/{d}/dm/name"))
+                .and_then(|t| parse::sysfs_word(&t))?;
+            Some((d, name))
+        })
+        .collect()
+}
+
+/// The real disks under a block device: itself, or for md and dm devices the disks their
+/// `slaves/` hold, followed down. Empty when a stacked device's slaves cannot be listed.
+fn leaf_disks(sys: &dyn System, disk: &str, depth: usize) -> Vec<String> {
+    if !(disk.starts_with("dm-") || disk.starts_with("md")) {
+        return vec![disk.to_string()];
+    }
+    if depth >= MAX_STACK {
+        return Vec::new();
+    }
+    let Some(slaves) = sys.list(&format!("/sys/block/{disk}/slaves")) else {
+        return Vec::new();
+    };
+    let mut out = BTreeSet::new();
+    for s in slaves {
+        // A slave is a partition (nvme0n1p3) or a whole device; an unreadable name leaves
+        // the set incomplete, so the whole answer is unknown.
+        let Some(whole) = parse::block_disk(&s) else {
+            return Vec::new();
+        };
+        let below = leaf_disks(sys, &whole, depth + 1);
+        if below.is_empty() {
+            return Vec::new();
+        }
+        out.extend(below);
+    }
+    out.into_iter().collect()
+}
+
+/// What one real disk is: NVMe by its name, otherwise by its `rotational` flag.
+fn media(sys: &dyn System, disk: &str) -> Option<(DiskMedia, String)> {
+    if disk.starts_with("nvme") {
+        return Some((DiskMedia::Nvme, "device name".to_string()));
+    }
+    let path = format!("/sys/block/{disk}/queue/rotational");
+    let rotates = sys.read(&path).and_then(|t| parse::rotational(&t))?;
+    Some((if rotates { DiskMedia::Hdd } else { DiskMedia::Ssd }, path))
+}
+
+/// RDMA ports, network interfaces and the GPUDirect RDMA module; `None` when none of
+/// `/sys/class/infiniband`, `/sys/class/net` and `/proc/modules` could be read.
+pub fn network(sys: &dyn System) -> Option<Network> {
+    let ib = sys.list("/sys/class/infiniband");
+    let net = sys.list("/sys/class/net");
+    let modules = sys.read("/proc/modules");
+    if ib.is_none() && net.is_none() && modules.is_none() {
+        return None;
+    }
+    let mut rdma = Vec::new();
+    for dev in ib.unwrap_or_default() {
+        let mut ports: Vec<u32> = sys
+            .list(&format!("/sys/class/infiniband/{dev}/ports"))
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|p| p.parse().ok())
+            .collect();
+        ports.sort_unstable();
+        for port in ports {
+            let dir = format!("/sys/class/infiniband/{dev}/ports/{port}");
+            let read = |f: &str| sys.read(&format!("{dir}/{f}"));
+            rdma.push(RdmaPort {
+                device: dev.clone(),
+                port,
+                link_layer: read("link_layer").and_then(|t| parse::sysfs_word(&t)),
+                state: read("state").and_then(|t| parse::rdma_state(&t)),
+                rate_gbps: read("rate").and_then(|t| parse::rdma_rate_gbps(&t)),
+                source: dir,
+            });
+        }
+    }
+    let mut interfaces = Vec::new();
+    for name in net.unwrap_or_default() {
+        let dir = format!("/sys/class/net/{name}");
+        // Loopback, bridges, veth pairs, docker0, bonds: no device behind them.
+        if name == "lo" || sys.list(&format!("{dir}/device")).is_none() {
+            continue;
+        }
+        interfaces.push(NetInterface {
+            speed_mbps: sys
+                .read(&format!("{dir}/speed"))
+                .and_then(|t| parse::net_speed_mbps(&t)),
+            driver: sys
+                .read(&format!("{dir}/device/uevent"))
+                .and_then(|t| parse::uevent_driver(&t)),
+            operstate: sys
+                .read(&format!("{dir}/operstate"))
+                .and_then(|t| parse::sysfs_word(&t)),
+            name,
+            source: dir,
+        });
+    }
+    Some(Network {
+        rdma,
+        interfaces,
+        peermem: modules.map(|m| parse::peermem_loaded(&m)),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host::system::{HostRecord, Recording};
+
+    fn host(files: &[(&str, &str)], dirs: &[(&str, &[&str])]) -> Recording {
+        let mut r = HostRecord {
+            gpuenv_host_record: 1,
+            ..HostRecord::default()
+        };
+        for (k, v) in files {
+            r.files.insert((*k).into(), Some((*v).into()));
+        }
+        for (k, v) in dirs {
+            r.dirs
+                .insert((*k).into(), Some(v.iter().map(|s| s.to_string()).collect()));
+        }
+        Recording::replay(r)
+    }
+
+    fn mount(device: &str, fstype: &str) -> Mount {
+        Mount {
+            device: device.into(),
+            fstype: fstype.into(),
+            mount: "/x".into(),
+            ..Mount::default()
+        }
+    }
+
+    fn classified(sys: &Recording, device: &str, fstype: &str) -> Mount {
+        let mut m = [mount(device, fstype)];
+        classify_mounts(sys, &mut m);
+        let [m] = m;
+        m
+    }
+
+    #[test]
+    fn plain_disks() {
+        let sys = host(
+            &[
+                ("/sys/block/sdb/queue/rotational", "1\n"),
+                ("/sys/block/sda/queue/rotational", "0\n"),
+            ],
+            &[],
+        );
+        let m = classified(&sys, "/dev/nvme0n1p2", "ext4");
+        assert_eq!(m.disk.as_deref(), Some("nvme0n1"));
+        assert_eq!(m.media, Some(DiskMedia::Nvme));
+        assert_eq!(m.media_source.as_deref(), Some("device name"));
+        let m = classified(&sys, "/dev/sdb1", "xfs");
+        assert_eq!((m.disk.as_deref(), m.media), (Some("sdb"), Some(DiskMedia::Hdd)));
+        assert_eq!(m.media_source.as_deref(), Some("/sys/block/sdb/queue/rotational"));
+        let m = classified(&sys, "/dev/sda", "ext4");
+        assert_eq!(m.media, Some(DiskMedia::Ssd));
+        // Not recorded: the disk is known, its media is not.
+        let m = classified(&sys, "/dev/vdc1", "ext4");
+        assert_eq!(
+            (m.disk.as_deref(), m.media, m.media_source),
+            (Some("vdc"), None, None)
+        );
+        for (dev, fs) in [("tmpfs", "tmpfs"), ("overlay", "overlay"), ("/dev/root", "ext4")] {
+            assert_eq!(classified(&sys, dev, fs), mount(dev, fs), "{dev}");
+        }
+    }
+
+    #[test]
+    fn network_filesystems() {
+        let sys = host(&[], &[]);
+        for fs in ["nfs4", "nfs", "cifs", "lustre", "fuse.sshfs", "9p"] {
+            let m = classified(&sys, "server:/export", fs);
+            assert_eq!(m.media, Some(DiskMedia::Network), "{fs}");
+            assert_eq!(m.disk, None);
+        }
+        assert_eq!(classified(&sys, "lxcfs", "fuse.lxcfs").media, None);
+    }
+
+    #[test]
+    fn mapped_and_raid_devices() {
+        let sys = host(
+            &[
+                ("/sys/block/dm-0/dm/name", "vg0-root\n"),
+                ("/sys/block/dm-1/dm/name", "vg1-data\n"),
+                ("/sys/block/sda/queue/rotational", "0\n"),
+                ("/sys/block/sdb/queue/rotational", "1\n"),
+            ],
+            &[
+                ("/sys/block", &["dm-0", "dm-1", "md0", "nvme0n1", "sda", "sdb"]),
+                ("/sys/block/dm-0/slaves", &["nvme0n1p3"]),
+                ("/sys/block/dm-1/slaves", &["md0"]),
+                ("/sys/block/md0/slaves", &["sda1", "sdb1"]),
+                ("/sys/block/md1/slaves", &["sda2", "sdc2"]),
+            ],
+        );
+        // LVM on one NVMe partition: that disk.
+        let m = classified(&sys, "/dev/mapper/vg0-root", "ext4");
+        assert_eq!(
+            (m.disk.as_deref(), m.media),
+            (Some("nvme0n1"), Some(DiskMedia::Nvme))
+        );
+        let m = classified(&sys, "/dev/dm-0", "ext4");
+        assert_eq!(m.disk.as_deref(), Some("nvme0n1"));
+        // md over an SSD and an HDD: the HDD wins.
+        let m = classified(&sys, "/dev/md0", "xfs");
+        assert_eq!((m.disk.as_deref(), m.media), (Some("md0"), Some(DiskMedia::Hdd)));
+        assert_eq!(m.media_source.as_deref(), Some("/sys/block/sdb/queue/rotational"));
+        // LVM on that array: several disks, the volume keeps its name.
+        let m = classified(&sys, "/dev/mapper/vg1-data", "xfs");
+        assert_eq!((m.disk.as_deref(), m.media), (Some("dm-1"), Some(DiskMedia::Hdd)));
+        // One SSD and one disk not recorded: unknown, not SSD.
+        let m = classified(&sys, "/dev/md1", "xfs");
+        assert_eq!((m.disk.as_deref(), m.media), (Some("md1"), None));
+        // Unknown mapper name, unlisted slaves.
+        assert_eq!(classified(&sys, "/dev/mapper/nope", "ext4").disk, None);
+        let m = classified(&sys, "/dev/dm-7", "ext4");
+        assert_eq!((m.disk, m.media), (None, None));
+    }
+
+    #[test]
+    fn a_looping_record_ends() {
+        let sys = host(&[], &[("/sys/block/dm-0/slaves", &["dm-0"])]);
+        let m = classified(&sys, "/dev/dm-0", "ext4");
+        assert_eq!((m.disk, m.media), (None, None));
+    }
+
+    #[test]
+    fn the_recorded_vm() {
+        // This VM's real answers: a virtio disk that says it rotates, eth0 on virtio_net
+        // with no speed, docker0 without a device, no InfiniBand, no /proc/modules.
+        use crate::host::parse::fixture;
+        let lines = |t: &'static str| t.lines().collect::<Vec<_>>();
+        let net = lines(fixture!("sysfs/vm-virtio/class-net.txt"));
+        let node = lines(fixture!("sysfs/vm-virtio/devices-system-node.txt"));
+        let eth0 = lines(fixture!("sysfs/vm-virtio/class-net-eth0-device.txt"));
+        let sys = host(
+            &[
+                (
+                    "/proc/sys/kernel/hostname",
+                    fixture!("sysfs/vm-virtio/proc-sys-kernel-hostname.txt"),
+                ),
+                (
+                    "/sys/block/vda/queue/rotational",
+                    fixture!("sysfs/vm-virtio/block-vda-queue-rotational.txt"),
+                ),
+                (
+                    "/sys/class/net/eth0/speed",
+                    fixture!("sysfs/vm-virtio/class-net-eth0-speed.txt"),
+                ),
+                (
+                    "/sys/class/net/eth0/operstate",
+                    fixture!("sysfs/vm-virtio/class-net-eth0-operstate.txt"),
+                ),
+                (
+                    "/sys/class/net/eth0/device/uevent",
+                    fixture!("sysfs/vm-virtio/class-net-eth0-device-uevent.txt"),
+                ),
+                (
+                    "/sys/class/net/docker0/operstate",
+                    fixture!("sysfs/vm-virtio/class-net-docker0-operstate.txt"),
+                ),
+            ],
+            &[
+                ("/sys/class/net", &net),
+                ("/sys/devices/system/node", &node),
+                ("/sys/class/net/eth0/device", &eth0),
+            ],
+        );
+        assert_eq!(hostname(&sys).as_deref(), Some("vm"));
+        assert_eq!(numa_nodes(&sys), Some(1));
+        let mut mounts = parse::df(fixture!("sysfs/vm-virtio/df-PkT.txt"));
+        classify_mounts(&sys, &mut mounts);
+        let root = mounts.iter().find(|m| m.mount == "/").unwrap();
+        assert_eq!(
+            (root.disk.as_deref(), root.media),
+            (Some("vda"), Some(DiskMedia::Hdd))
+        );
+        assert!(
+            mounts
+                .iter()
+                .filter(|m| m.mount != "/")
+                .all(|m| m.disk.is_none() && m.media.is_none())
+        );
+        let n = network(&sys).unwrap();
+        assert!(n.rdma.is_empty());
+        assert_eq!(n.peermem, None);
+        assert_eq!(
+            n.interfaces,
+            vec![NetInterface {
+                name: "eth0".into(),
+                speed_mbps: None,
+                driver: Some("virtio_net".into()),
+                operstate: Some("up".into()),
+                source: "/sys/class/net/eth0".into(),
+            }]
+        );
+    }
+
+    #[test]
+    fn rdma_ports_and_peermem() {
+        let sys = host(
+            &[
+                (
+                    "/sys/class/infiniband/mlx5_0/ports/1/rate",
+                    "400 Gb/sec (4X NDR)\n",
+                ),
+                ("/sys/class/infiniband/mlx5_0/ports/1/state", "4: ACTIVE\n"),
+                ("/sys/class/infiniband/mlx5_0/ports/1/link_layer", "InfiniBand\n"),
+                ("/sys/class/infiniband/mlx5_0/ports/2/state", "1: DOWN\n"),
+                ("/proc/modules", "nvidia_peermem 16384 0 - Live 0x0\n"),
+            ],
+            &[
+                ("/sys/class/infiniband", &["mlx5_0"]),
+                ("/sys/class/infiniband/mlx5_0/ports", &["2", "1", "x"]),
+            ],
+        );
+        let n = network(&sys).unwrap();
+        assert_eq!(n.peermem, Some(true));
+        assert!(n.interfaces.is_empty());
+        assert_eq!(n.rdma.len(), 2);
+        let p = &n.rdma[0];
+        assert_eq!(
+            (p.port, p.rate_gbps, p.state.as_deref()),
+            (1, Some(400.0), Some("ACTIVE"))
+        );
+        assert_eq!(p.link_layer.as_deref(), Some("InfiniBand"));
+        assert_eq!(p.source, "/sys/class/infiniband/mlx5_0/ports/1");
+        let p = &n.rdma[1];
+        assert_eq!((p.port, p.rate_gbps, p.link_layer.as_deref()), (2, None, None));
+        assert_eq!(p.state.as_deref(), Some("DOWN"));
+        // Nothing readable: no network fact at all.
+        assert_eq!(network(&host(&[], &[])), None);
+        let only_modules = host(&[("/proc/modules", "nvidia 1 0 - Live 0x0\n")], &[]);
+        assert_eq!(network(&only_modules).unwrap().peermem, Some(false));
+    }
+}
