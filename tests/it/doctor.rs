@@ -339,7 +339,7 @@ fn nvml_mismatch_host() {
         .filter(|(_, v)| v == "pass")
         .map(|(id, _)| id)
         .collect();
-    assert_eq!(passing, ["disk-free"]);
+    assert_eq!(passing, ["disk-free", "disk-layout"]);
 }
 
 /// The mismatch message of drivers that do not print the NVML library version (the
