@@ -24,6 +24,9 @@ fn gb(kib: u64) -> f64 {
 
 /// The facts, one line per subject, each with where it came from.
 fn host_lines(out: &mut dyn Write, db: &Db, h: &HostReport) -> io::Result<()> {
+    if let Some(name) = &h.hostname {
+        writeln!(out, "host:       {name}")?;
+    }
     gpu_lines(out, db, h)?;
     cuda_lines(out, h)?;
     python_lines(out, h)?;
@@ -87,6 +90,71 @@ fn gpu_lines(out: &mut dyn Write, db: &Db, h: &HostReport) -> io::Result<()> {
             k => format!("NVLink between {k} of {pairs} GPU pairs, PCIe between the others"),
         };
         writeln!(out, "links:      {text}  [{}]", t.source)?;
+        for (i, nic) in t.value.nics.iter().enumerate() {
+            let near: Vec<String> = t
+                .value
+                .nic_links
+                .iter()
+                .enumerate()
+                .filter_map(|(g, row)| {
+                    row.get(i)
+                        .filter(|l| !matches!(l, crate::host::Link::Sys | crate::host::Link::Soc))
+                        .map(|l| {
+                            format!(
+                                "{} {}",
+                                t.value.gpus.get(g).map_or("?", String::as_str),
+                                crate::judge::layout::link_word(*l)
+                            )
+                        })
+                })
+                .collect();
+            writeln!(
+                out,
+                "NIC:        {}{}: {}  [{}]",
+                nic.label,
+                nic.device
+                    .as_deref()
+                    .map(|d| format!(" ({d})"))
+                    .unwrap_or_default(),
+                if near.is_empty() {
+                    "no GPU nearer than SYS".to_string()
+                } else {
+                    near.join(", ")
+                },
+                t.source
+            )?;
+        }
+    }
+    if let Some(n) = &h.nvswitches {
+        writeln!(out, "NVSwitch:   {}  [{}]", n.value, n.source)?;
+    }
+    for g in &h.gpus {
+        let Some(s) = &g.state else { continue };
+        let mut parts = Vec::new();
+        if let Some(u) = s.memory_used_mib {
+            parts.push(format!("{u} MiB used"));
+        }
+        if let Some(u) = s.utilization_pct {
+            parts.push(format!("{u}% busy"));
+        }
+        if let Some(p) = &s.pstate {
+            parts.push(p.clone());
+        }
+        if let Some(t) = s.temperature_c {
+            parts.push(format!("{t} C"));
+        }
+        match (s.power_draw_w, s.power_limit_w) {
+            (Some(d), Some(l)) => parts.push(format!("{d:.0}/{l:.0} W")),
+            (Some(d), None) => parts.push(format!("{d:.0} W")),
+            _ => {}
+        }
+        if let Some(n) = s.processes.as_ref().map(Vec::len) {
+            parts.push(format!("{n} process{}", if n == 1 { "" } else { "es" }));
+        }
+        if let Some(p) = s.persistence_mode {
+            parts.push(format!("persistence {}", if p { "on" } else { "off" }));
+        }
+        writeln!(out, "GPU {}:      {}  [{}]", g.index, parts.join(", "), s.source)?;
     }
     Ok(())
 }
@@ -231,7 +299,16 @@ fn system_lines(out: &mut dyn Write, h: &HostReport) -> io::Result<()> {
                 &c.model
             },
             c.logical,
-            c.physical.map(|p| format!(", {p} cores")).unwrap_or_default()
+            [
+                c.physical.map(|p| format!(", {p} cores")),
+                c.sockets
+                    .map(|s| format!(", {s} socket{}", if s == 1 { "" } else { "s" })),
+                c.numa_nodes
+                    .map(|n| format!(", {n} NUMA node{}", if n == 1 { "" } else { "s" })),
+            ]
+            .into_iter()
+            .flatten()
+            .collect::<String>()
         )?;
     }
     if let Some(m) = h.memory_kib {
@@ -242,15 +319,56 @@ fn system_lines(out: &mut dyn Write, h: &HostReport) -> io::Result<()> {
         .iter()
         .filter(|m| !matches!(m.fstype.as_str(), "tmpfs" | "devtmpfs" | "overlay" | "squashfs"))
     {
+        let media = match m.media {
+            Some(crate::host::DiskMedia::Nvme) => ", nvme",
+            Some(crate::host::DiskMedia::Ssd) => ", ssd",
+            Some(crate::host::DiskMedia::Hdd) => ", hdd",
+            Some(crate::host::DiskMedia::Network) => ", network",
+            None => "",
+        };
         writeln!(
             out,
-            "disk:       {} {:.0} GB, {:.0} GB free ({} {})",
+            "disk:       {} {:.0} GB, {:.0} GB free ({} {}{media})",
             m.mount,
             gb(m.size_kib),
             gb(m.avail_kib),
             m.device,
             m.fstype
         )?;
+    }
+    if let Some(n) = &h.network {
+        for p in &n.rdma {
+            writeln!(
+                out,
+                "RDMA:       {}/{} {} {} {}  [{}]",
+                p.device,
+                p.port,
+                p.link_layer.as_deref().unwrap_or("?"),
+                p.rate_gbps.map_or("?".to_string(), |r| format!("{r} Gb/s")),
+                p.state.as_deref().unwrap_or("?"),
+                p.source
+            )?;
+        }
+        for i in &n.interfaces {
+            writeln!(
+                out,
+                "NIC:        {} {} {}{}",
+                i.name,
+                i.speed_mbps.map_or("speed unknown".to_string(), |s| format!(
+                    "{} Gb/s",
+                    s as f64 / 1000.0
+                )),
+                i.operstate.as_deref().unwrap_or("?"),
+                i.driver.as_deref().map(|d| format!(" ({d})")).unwrap_or_default()
+            )?;
+        }
+        if let Some(p) = n.peermem {
+            writeln!(
+                out,
+                "GPUDirect:  nvidia_peermem {}  [/proc/modules]",
+                if p { "loaded" } else { "not loaded" }
+            )?;
+        }
     }
     if !h.overrides.is_empty() {
         writeln!(out, "overrides:  {}", h.overrides.join(", "))?;
