@@ -30,7 +30,8 @@ impl HostArgs {
     /// Probes (or replays) the host, with these interpreters besides the ones found, and
     /// applies the overrides.
     pub fn report(&self, pythons: &[String], db: &crate::db::Db) -> Result<HostReport, CliError> {
-        self.report_with_record(pythons, db, false).map(|(report, _)| report)
+        self.report_with_record(pythons, db, false)
+            .map(|(report, _)| report)
     }
 
     /// [`HostArgs::report`], and, when `want_record`, every raw answer the host gave: the

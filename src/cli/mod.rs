@@ -859,12 +859,8 @@ fn show(cli: &Cli, args: &ShowArgs, out: &mut dyn Write, styles: report::Styles)
 /// `--report FILE`: its format from the extension, and the target checked, before any
 /// probe runs (bad input writes nothing).
 fn report_target(path: &std::path::Path) -> Result<report::acceptance::PageFormat, CliError> {
-    let format = report::acceptance::PageFormat::from_path(path).map_err(|why| {
-        CliError::Usage(format!(
-            "invalid --report `{}`: {why}",
-            crate::files::shown(path)
-        ))
-    })?;
+    let format = report::acceptance::PageFormat::from_path(path)
+        .map_err(|why| CliError::Usage(format!("invalid --report `{}`: {why}", crate::files::shown(path))))?;
     crate::files::check_target(path, crate::files::Replace::RegularFile).map_err(write_error)?;
     if path.file_name().is_none() {
         return Err(CliError::Usage(format!(

@@ -415,7 +415,11 @@ impl PageView {
                 },
             }],
             container: container_facts(h),
-            issues: h.issues.iter().map(|i| format!("{}: {}", i.probe, i.message)).collect(),
+            issues: h
+                .issues
+                .iter()
+                .map(|i| format!("{}: {}", i.probe, i.message))
+                .collect(),
             captures: input.record.map(captures).unwrap_or_default(),
             capture_cap_kib: CAPTURE_CAP / 1024,
         }
@@ -429,7 +433,10 @@ fn order_line(acceptance: &[Acceptance]) -> (String, &'static str) {
             "none",
         );
     }
-    let failed = acceptance.iter().filter(|x| x.verdict == AcceptVerdict::Fail).count();
+    let failed = acceptance
+        .iter()
+        .filter(|x| x.verdict == AcceptVerdict::Fail)
+        .count();
     let over = acceptance
         .iter()
         .filter(|x| x.verdict == AcceptVerdict::Overridden)
@@ -476,7 +483,11 @@ fn check_row(c: &Check) -> CheckRow {
         verdict,
         class,
         reason: c.reason.clone(),
-        findings: c.findings.iter().map(|f| format!("{}: {}", f.code, f.message)).collect(),
+        findings: c
+            .findings
+            .iter()
+            .map(|f| format!("{}: {}", f.code, f.message))
+            .collect(),
     }
 }
 
@@ -499,9 +510,17 @@ fn stack_view(q: &Query, a: &Answer) -> StackView {
 
 /// The kinds of link, fastest first, with what each colour means.
 const LEGEND: [(&str, &str, &str); 8] = [
-    ("nv", "NV#", "NVLink: a bonded set of # links between the GPUs, the fastest path"),
+    (
+        "nv",
+        "NV#",
+        "NVLink: a bonded set of # links between the GPUs, the fastest path",
+    ),
     ("pix", "PIX", "PCIe through at most one PCIe switch"),
-    ("pxb", "PXB", "PCIe through several PCIe switches, not the host bridge"),
+    (
+        "pxb",
+        "PXB",
+        "PCIe through several PCIe switches, not the host bridge",
+    ),
     ("phb", "PHB", "PCIe through a PCIe host bridge (the CPU)"),
     (
         "node",
@@ -513,7 +532,11 @@ const LEGEND: [(&str, &str, &str); 8] = [
         "SYS",
         "PCIe and the CPU interconnect: crosses NUMA nodes (QPI/UPI/Infinity Fabric), the slowest path",
     ),
-    ("soc", "SOC", "through the CPU socket-level link (older drivers' SYS)"),
+    (
+        "soc",
+        "SOC",
+        "through the CPU socket-level link (older drivers' SYS)",
+    ),
     ("self", "X", "the device itself"),
 ];
 
@@ -603,7 +626,11 @@ fn gpu_row(g: &GpuInfo) -> GpuRow {
                 "none".to_string()
             } else {
                 t.iter()
-                    .map(|r| serde_json::to_value(r).ok().and_then(|v| v.as_str().map(str::to_string)))
+                    .map(|r| {
+                        serde_json::to_value(r)
+                            .ok()
+                            .and_then(|v| v.as_str().map(str::to_string))
+                    })
                     .map(|r| r.unwrap_or_else(|| "?".into()))
                     .collect::<Vec<_>>()
                     .join(", ")
@@ -684,7 +711,10 @@ fn machine_facts(h: &HostReport) -> Vec<Fact> {
         },
         Fact {
             name: "memory",
-            value: known(h.memory_kib.map(|m| format!("{:.0} GiB", m as f64 / (1024.0 * 1024.0)))),
+            value: known(
+                h.memory_kib
+                    .map(|m| format!("{:.0} GiB", m as f64 / (1024.0 * 1024.0))),
+            ),
         },
         Fact {
             name: "driver",
@@ -873,7 +903,11 @@ mod tests {
         assert_eq!(PageFormat::from_path(Path::new("a.html")), Ok(PageFormat::Html));
         assert_eq!(PageFormat::from_path(Path::new("a.HTM")), Ok(PageFormat::Html));
         assert_eq!(PageFormat::from_path(Path::new("a.md")), Ok(PageFormat::Markdown));
-        assert!(PageFormat::from_path(Path::new("a.pdf")).unwrap_err().contains(".pdf"));
+        assert!(
+            PageFormat::from_path(Path::new("a.pdf"))
+                .unwrap_err()
+                .contains(".pdf")
+        );
         assert!(PageFormat::from_path(Path::new("a")).is_err());
     }
 
@@ -885,10 +919,7 @@ mod tests {
 
     #[test]
     fn markdown_text_is_inert() {
-        assert_eq!(
-            markdown_escape("<script>|`x`*\n"),
-            "\\<script\\>\\|\\`x\\`\\* "
-        );
+        assert_eq!(markdown_escape("<script>|`x`*\n"), "\\<script\\>\\|\\`x\\`\\* ");
     }
 
     #[test]

@@ -60,7 +60,10 @@ fn html_page_holds_order_topology_and_evidence() {
 
     let html = std::fs::read_to_string(&page).unwrap();
     assert!(html.starts_with("<!DOCTYPE html>"), "{}", &html[..200]);
-    assert!(html.contains("Acceptance report: unknown host"), "hostname fallback");
+    assert!(
+        html.contains("Acceptance report: unknown host"),
+        "hostname fallback"
+    );
     assert!(html.contains(&format!("gpuenv {}", env!("CARGO_PKG_VERSION"))));
     assert!(html.contains("UTC"));
     // The order: its row and the overall line.
@@ -84,7 +87,10 @@ fn html_page_holds_order_topology_and_evidence() {
     assert!(html.contains("<td>unknown</td>"));
     // The machine.
     assert!(html.contains("AMD EPYC 72F3 8-Core Processor"));
-    assert!(html.contains("<td>&#x2f;data</td>"), "the data disk (minijinja escapes `/`)");
+    assert!(
+        html.contains("<td>&#x2f;data</td>"),
+        "the data disk (minijinja escapes `/`)"
+    );
     // The evidence: every command and file of the record, in a collapsible block.
     assert!(html.contains("<details class=\"capture\"><summary>nvidia-smi topo -m<"));
     assert!(html.contains("<summary>&#x2f;proc&#x2f;cpuinfo<"));
@@ -191,7 +197,11 @@ fn other_formats_and_unwritable_targets_are_refused_before_probing() {
     std::fs::write(&page, "old").unwrap();
     let run = check_report(&host(), &page, &[]);
     assert_eq!(run.code, 0, "{}", run.stderr);
-    assert!(std::fs::read_to_string(&page).unwrap().starts_with("# Acceptance report"));
+    assert!(
+        std::fs::read_to_string(&page)
+            .unwrap()
+            .starts_with("# Acceptance report")
+    );
 }
 
 const HOSTILE: &str = "<script>alert(1)</script>";
@@ -206,10 +216,8 @@ fn hostile_host() -> tempfile::TempDir {
             "memory_used_mib": 1024,
             "processes": [{"pid": 4242, "name": HOSTILE, "used_mib": 1000}],
         });
-        r["files"]["/etc/os-release"] = format!(
-            "PRETTY_NAME=\"Evil </pre>{HOSTILE} ``` `x`\"\nID=ubuntu\nVERSION_ID=\"22.04\"\n"
-        )
-        .into();
+        r["files"]["/etc/os-release"] =
+            format!("PRETTY_NAME=\"Evil </pre>{HOSTILE} ``` `x`\"\nID=ubuntu\nVERSION_ID=\"22.04\"\n").into();
         r["commands"]["nvidia-smi topo -m"]["stderr"] = format!("</pre></details>{HOSTILE}").into();
     })
 }
@@ -230,8 +238,14 @@ fn hostile_text_is_escaped() {
     assert!(html.contains("&lt;script&gt;alert(1)&lt;&#x2f;script&gt;"));
     // The capture's `</pre>` did not close the block: one <pre> close per open.
     assert_eq!(html.matches("<pre>").count(), html.matches("</pre>").count());
-    assert_eq!(html.matches("<details").count(), html.matches("</details>").count());
-    assert!(html.contains("4242 &lt;script&gt;"), "the process is listed, escaped");
+    assert_eq!(
+        html.matches("<details").count(),
+        html.matches("</details>").count()
+    );
+    assert!(
+        html.contains("4242 &lt;script&gt;"),
+        "the process is listed, escaped"
+    );
 
     let page = dir.path().join("a.md");
     let run = check_report(host, &page, &[]);
@@ -246,7 +260,10 @@ fn hostile_text_is_escaped() {
         .find("### /etc/os-release (file)")
         .expect("the os-release capture");
     let block = &md[os..];
-    assert!(block.contains("\n````text\nPRETTY_NAME=\"Evil </pre><script>"), "{block}");
+    assert!(
+        block.contains("\n````text\nPRETTY_NAME=\"Evil </pre><script>"),
+        "{block}"
+    );
 }
 
 // ---------------------------------------------------------------------------------------
@@ -341,7 +358,10 @@ fn chromium_renders_the_page_without_errors_or_network() {
         ],
     );
     let dom = &dumped.stdout;
-    assert!(dom.contains("<table id=\"topology\">"), "no topology table in the DOM:\n{dom}");
+    assert!(
+        dom.contains("<table id=\"topology\">"),
+        "no topology table in the DOM:\n{dom}"
+    );
     assert_grid(topology_table(dom), 8);
     assert!(dom.contains("ACCEPTED: every item holds"));
     let html = std::fs::read_to_string(&page).unwrap();
@@ -357,7 +377,11 @@ fn chromium_renders_the_page_without_errors_or_network() {
     // No request went out on the page's behalf (chromium's own background requests, if
     // any, are keyed to other sites).
     let log = std::fs::read_to_string(&net_log).unwrap_or_default();
-    assert!(!log.is_empty(), "chromium wrote no net log at {}", net_log.display());
+    assert!(
+        !log.is_empty(),
+        "chromium wrote no net log at {}",
+        net_log.display()
+    );
     assert!(
         !log.contains("\"network_isolation_key\":\"file://"),
         "the page made a network request; net log at {}",
@@ -369,9 +393,16 @@ fn chromium_renders_the_page_without_errors_or_network() {
     headless(
         &page,
         &scratch,
-        &[&format!("--screenshot={}", png.display()), "--window-size=1280,2000"],
+        &[
+            &format!("--screenshot={}", png.display()),
+            "--window-size=1280,2000",
+        ],
     );
     let bytes = std::fs::read(&png).unwrap_or_else(|e| panic!("no screenshot at {}: {e}", png.display()));
     assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n"), "not a PNG");
-    assert!(bytes.len() > 20_000, "a {}-byte screenshot is a blank page", bytes.len());
+    assert!(
+        bytes.len() > 20_000,
+        "a {}-byte screenshot is a blank page",
+        bytes.len()
+    );
 }
