@@ -9,7 +9,7 @@ use clap::Args;
 
 use super::CliError;
 use crate::files::{self, Replace};
-use crate::host::system::{RealSystem, RecordError, Recording, System};
+use crate::host::system::{HostRecord, RealSystem, RecordError, Recording, System};
 use crate::host::{HostReport, ProbeOptions, overrides, probe};
 
 /// How to probe the host.
@@ -30,17 +30,32 @@ impl HostArgs {
     /// Probes (or replays) the host, with these interpreters besides the ones found, and
     /// applies the overrides.
     pub fn report(&self, pythons: &[String], db: &crate::db::Db) -> Result<HostReport, CliError> {
+        self.report_with_record(pythons, db, false)
+            .map(|(report, _)| report)
+    }
+
+    /// [`HostArgs::report`], and, when `want_record`, every raw answer the host gave: the
+    /// record replayed (`--host-facts`), or the live machine's answers, captured as
+    /// `--record` captures them (whether or not `--record` was given). `None` when not
+    /// asked for.
+    pub fn report_with_record(
+        &self,
+        pythons: &[String],
+        db: &crate::db::Db,
+        want_record: bool,
+    ) -> Result<(HostReport, Option<HostRecord>), CliError> {
         let opts = ProbeOptions {
             pythons: pythons.to_vec(),
             deadline: Duration::from_secs(self.probe_timeout.max(1) + 5),
         };
-        let mut report = match &self.host_facts {
+        let (mut report, record) = match &self.host_facts {
             Some(path) => {
                 let record = Recording::load(path).map_err(|e| match e {
                     RecordError::File(e) => super::stack::read_error(e),
                     RecordError::Invalid(m) => CliError::Usage(m),
                 })?;
-                probe(Arc::new(Recording::replay(record)), &opts)
+                let kept = want_record.then(|| record.clone());
+                (probe(Arc::new(Recording::replay(record)), &opts), kept)
             }
             None => {
                 let real: Box<dyn System> = Box::new(RealSystem {
@@ -50,17 +65,21 @@ impl HostArgs {
                     }),
                 });
                 match &self.record {
-                    None => probe(Arc::from(real), &opts),
-                    Some(dir) => {
+                    None if !want_record => (probe(Arc::from(real), &opts), None),
+                    dir => {
                         // Refused before a probe runs, not after.
-                        record_target(dir)?;
+                        if let Some(dir) = dir {
+                            record_target(dir)?;
+                        }
                         let rec = Arc::new(Recording::capture(
                             real,
                             format!("recorded by gpuenv {}", env!("CARGO_PKG_VERSION")),
                         ));
                         let report = probe(rec.clone(), &opts);
-                        save(dir, &rec)?;
-                        report
+                        if let Some(dir) = dir {
+                            save(dir, &rec)?;
+                        }
+                        (report, want_record.then(|| rec.record()))
                     }
                 }
             }
@@ -78,7 +97,7 @@ impl HostArgs {
         };
         overrides::apply(&mut report, |k| std::env::var(k).ok(), &gpus)
             .map_err(|e| CliError::Usage(e.to_string()))?;
-        Ok(report)
+        Ok((report, record))
     }
 }
 

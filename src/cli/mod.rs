@@ -438,6 +438,15 @@ struct CheckArgs {
     /// How many builds the table shows (0: all).
     #[arg(long, value_name = "N", default_value_t = 10)]
     limit: usize,
+    /// Also write an acceptance page to send to the vendor: FILE.html (or .htm), or
+    /// FILE.md. It holds the order's items, the doctor checks, the stack verdict, the GPU
+    /// topology and state, the machine and every raw answer of the host as evidence.
+    #[arg(long, value_name = "FILE")]
+    report: Option<std::path::PathBuf>,
+    /// With --report: the doctor check warns when the data disk has less free space than
+    /// this many GB.
+    #[arg(long, value_name = "GB", default_value_t = 100.0)]
+    min_free_gb: f64,
 }
 
 #[derive(Debug, Args)]
@@ -886,7 +895,23 @@ fn show(cli: &Cli, args: &ShowArgs, out: &mut dyn Write, styles: report::Styles)
     Ok(if v.failed { Exit::Findings } else { Exit::Ok })
 }
 
+/// `--report FILE`: its format from the extension, and the target checked, before any
+/// probe runs (bad input writes nothing).
+fn report_target(path: &std::path::Path) -> Result<report::acceptance::PageFormat, CliError> {
+    let format = report::acceptance::PageFormat::from_path(path)
+        .map_err(|why| CliError::Usage(format!("invalid --report `{}`: {why}", crate::files::shown(path))))?;
+    crate::files::check_target(path, crate::files::Replace::RegularFile).map_err(write_error)?;
+    if path.file_name().is_none() {
+        return Err(CliError::Usage(format!(
+            "invalid --report `{}`: it names no file",
+            crate::files::shown(path)
+        )));
+    }
+    Ok(format)
+}
+
 fn check(cli: &Cli, args: &CheckArgs, out: &mut dyn Write, styles: report::Styles) -> Result<Exit, CliError> {
+    let page_format = args.report.as_deref().map(report_target).transpose()?;
     let db = open_db(&cli.db)?;
     let mut expect = match &args.order {
         Some(path) => {
@@ -926,7 +951,9 @@ fn check(cli: &Cli, args: &CheckArgs, out: &mut dyn Write, styles: report::Style
         }
     }
 
-    let host = args.host.report(&args.python_path, &db)?;
+    let (host, record) = args
+        .host
+        .report_with_record(&args.python_path, &db, page_format.is_some())?;
     let acceptance = crate::judge::accept(&db, &host, &expect).map_err(CliError::Usage)?;
 
     // The project's needs from the flags and files, on this host.
@@ -941,6 +968,34 @@ fn check(cli: &Cli, args: &CheckArgs, out: &mut dyn Write, styles: report::Style
         styles,
     };
     report::check(out, &q, &answer, &opts, &acceptance, &host.overrides)?;
+    if let (Some(path), Some(format)) = (&args.report, page_format) {
+        let checks = crate::judge::doctor(
+            &db,
+            &host,
+            &crate::judge::DoctorOptions {
+                min_free_gb: args.min_free_gb,
+            },
+        );
+        let page = report::acceptance::page(
+            format,
+            &report::acceptance::PageInput {
+                db: &db,
+                host: &host,
+                record: record.as_ref(),
+                acceptance: &acceptance,
+                checks: &checks,
+                query: &q,
+                answer: &answer,
+                written_at: jiff::Timestamp::now(),
+            },
+        )
+        .map_err(|source| CliError::Write {
+            path: path.clone(),
+            source,
+        })?;
+        crate::files::write_file(path, page.as_bytes(), crate::files::Replace::RegularFile)
+            .map_err(write_error)?;
+    }
     let accepted = acceptance.iter().all(|a| a.pass);
     let verdict_ok = match answer.verdict {
         Status::Compatible => true,

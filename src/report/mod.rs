@@ -26,6 +26,7 @@
 //! ([`ProgressLines`]) and errors ([`error`]) make each line safe themselves. JSON needs no
 //! more: serde escapes every control character.
 
+pub mod acceptance;
 mod containers;
 pub mod doc;
 mod graph;

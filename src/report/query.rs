@@ -21,7 +21,7 @@ pub struct QueryOpts {
 }
 
 /// One line describing what was asked.
-fn describe(q: &Query) -> String {
+pub(super) fn describe(q: &Query) -> String {
     let mut parts = Vec::new();
     for p in &q.torch {
         parts.push(format!("torch {}", p.specifiers));
@@ -194,28 +194,10 @@ pub fn query(out: &mut dyn Write, q: &Query, a: &Answer, opts: &QueryOpts) -> io
 
 /// The verdict, with how many builds run, and what the database cannot know.
 fn write_verdict(out: &mut dyn Write, a: &Answer, opts: &QueryOpts) -> io::Result<()> {
-    let runnable = by_build(a.stacks.iter().filter(|s| s.status != Status::Incompatible)).len();
+    let (word, detail) = verdict_summary(a);
     write!(out, "verdict: ")?;
-    opts.styles.paint(
-        out,
-        match a.verdict {
-            Status::Compatible => "compatible",
-            Status::Conditional => "conditional",
-            Status::Incompatible => "incompatible",
-        },
-    )?;
-    let unknown = a.findings.iter().any(|f| f.code == Code::TorchReleaseUnknown);
-    writeln!(
-        out,
-        "{}",
-        if runnable > 0 {
-            format!(" ({runnable} build{} run)", if runnable == 1 { "" } else { "s" })
-        } else if unknown && a.stacks.is_empty() {
-            " (no release compat-db knows matches: the torch asked for is not judged)".to_string()
-        } else {
-            String::new()
-        }
-    )?;
+    opts.styles.paint(out, word)?;
+    writeln!(out, "{detail}")?;
     // What the database cannot know, when there are builds to show as well (with none,
     // these are listed with why nothing matches).
     if !a.stacks.is_empty() && !a.findings.is_empty() {
@@ -227,6 +209,46 @@ fn write_verdict(out: &mut dyn Write, a: &Answer, opts: &QueryOpts) -> io::Resul
         }
     }
     Ok(())
+}
+
+/// The verdict's word and what follows it on the `verdict:` line (` (42 builds run)`).
+pub(super) fn verdict_summary(a: &Answer) -> (&'static str, String) {
+    let runnable = by_build(a.stacks.iter().filter(|s| s.status != Status::Incompatible)).len();
+    let word = match a.verdict {
+        Status::Compatible => "compatible",
+        Status::Conditional => "conditional",
+        Status::Incompatible => "incompatible",
+    };
+    let unknown = a.findings.iter().any(|f| f.code == Code::TorchReleaseUnknown);
+    let detail = if runnable > 0 {
+        format!(" ({runnable} build{} run)", if runnable == 1 { "" } else { "s" })
+    } else if unknown && a.stacks.is_empty() {
+        " (no release compat-db knows matches: the torch asked for is not judged)".to_string()
+    } else {
+        String::new()
+    };
+    (word, detail)
+}
+
+/// The `best:` line's text, when a stack runs.
+pub(super) fn best_summary(a: &Answer) -> Option<(String, String)> {
+    let best = a.stacks.first().filter(|s| s.status != Status::Incompatible)?;
+    Some((
+        format!(
+            "torch {}+{} on Python {} ({}{}; wheels for Python {})",
+            best.torch,
+            best.variant,
+            best.python,
+            best.status,
+            if best.status == Status::Compatible {
+                ", native"
+            } else {
+                ""
+            },
+            a.python_range(best)
+        ),
+        best.install.to_string(),
+    ))
 }
 
 /// The builds shown, one a line, up to `--limit`.
@@ -276,20 +298,8 @@ fn write_table(out: &mut dyn Write, builds: &[Vec<&Stack>], opts: &QueryOpts) ->
 fn write_best(out: &mut dyn Write, a: &Answer, opts: &QueryOpts) -> io::Result<()> {
     if let Some(best) = a.stacks.first().filter(|s| s.status != Status::Incompatible) {
         writeln!(out)?;
-        writeln!(
-            out,
-            "best: torch {}+{} on Python {} ({}{}; wheels for Python {})",
-            best.torch,
-            best.variant,
-            best.python,
-            best.status,
-            if best.status == Status::Compatible {
-                ", native"
-            } else {
-                ""
-            },
-            a.python_range(best)
-        )?;
+        let (line, _) = best_summary(a).unwrap_or_default();
+        writeln!(out, "best: {line}")?;
         write_findings(out, opts.styles, best, Severity::Info)?;
         writeln!(out, "  install: {}", best.install)?;
         if let Some(n) = a.newer_conditional() {

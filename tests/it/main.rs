@@ -18,6 +18,7 @@ mod processes;
 mod query;
 mod reading;
 mod refresh;
+mod report_page;
 mod services;
 mod show;
 mod snapshots;
