@@ -392,7 +392,7 @@ struct CheckArgs {
     #[arg(long, value_name = "GEN", allow_hyphen_values = true)]
     expect_pcie_gen: Option<String>,
     /// NVLink between every GPU pair (`all`, the default), or at least N links per pair.
-    #[arg(long, value_name = "all|N", num_args = 0..=1, default_missing_value = "all", allow_hyphen_values = true)]
+    #[arg(long, value_name = "all|N", num_args = 0..=1, default_missing_value = "all")]
     expect_nvlink: Option<String>,
     /// How the GPUs are connected: `nvswitch` or `pcie`.
     #[arg(long, value_name = "nvswitch|pcie")]
@@ -414,7 +414,7 @@ struct CheckArgs {
     #[arg(long, value_name = "nvme|ssd|hdd")]
     expect_data_disk_type: Option<String>,
     /// An RDMA port up (InfiniBand or RoCE), at least at RATE when given (`200G`).
-    #[arg(long, value_name = "RATE", num_args = 0..=1, default_missing_value = "true", allow_hyphen_values = true)]
+    #[arg(long, value_name = "RATE", num_args = 0..=1, default_missing_value = "true")]
     expect_rdma: Option<String>,
     /// A network interface at least this fast (`100G`, `25GbE`; a number is Gb/s).
     #[arg(long, value_name = "RATE", allow_hyphen_values = true)]

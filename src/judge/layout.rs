@@ -398,7 +398,9 @@ fn accept_cpu_model(host: &HostReport, words: &str) -> Acceptance {
     let holds = model.is_some_and(|m| {
         let (m, w) = (squash(m), squash(words));
         if w.contains('*') || w.contains('?') {
-            wildmatch::WildMatch::new_case_insensitive(&w).matches(&m)
+            // Anywhere in the name, as plain words are: `Xeon*8480` finds
+            // "Intel(R) Xeon(R) Platinum 8480+".
+            wildmatch::WildMatch::new_case_insensitive(&format!("*{w}*")).matches(&m)
         } else {
             m.to_lowercase().contains(&w.to_lowercase())
         }
@@ -409,8 +411,8 @@ fn accept_cpu_model(host: &HostReport, words: &str) -> Acceptance {
         words.to_string(),
         model.map_or("unknown".into(), |m| format!("{m} (/proc/cpuinfo)")),
         holds,
-        "the CPU's model name must contain the words ordered, case and spacing aside; `*` and `?` are wildcards over \
-         the whole name"
+        "the CPU's model name must contain the words ordered, case and spacing aside; `*` and `?` are wildcards (any \
+         text, one character)"
             .into(),
     )
 }
@@ -756,6 +758,8 @@ mod tests {
             ("Xeon", false),
             ("EPYC 7T8", true),
             ("*7763*", false),
+            ("EPYC*", true),
+            ("epyc 7?83", true),
         ] {
             let got = verdicts(&h, &format!("cpu_model = \"{words}\"\n"));
             assert_eq!(got[0].1 == AcceptVerdict::Pass, ok, "{words}: {got:?}");

@@ -401,3 +401,112 @@ fn bad_expect_flags_are_bad_input() {
         );
     }
 }
+
+/// The order a buyer of an 8x H100 node writes, every layout key in it, on a recorded host
+/// whose data disk rotates and whose NVSwitches no `lspci` answered for: those two fail,
+/// each with what was found and where; the rest pass on their facts.
+#[test]
+fn a_full_order_names_what_the_delivery_lacks() {
+    let order = Order::new(
+        "gpu = \"8x H100 SXM\"\ngpu_memory = \"80GB\"\ndriver = \">=550\"\ncuda = \"12.4\"\nnvlink = \"all\"\n\
+         topology = \"nvswitch\"\ncpu_model = \"2x EPYC 72F3\"\nmemory = \"2TB\"\nsystem_disk = \"480GB\"\n\
+         data_disk = \"16TB\"\ndata_disk_type = \"nvme\"\nrdma = \"400G\"\nnic_speed = \"25G\"\ncontainer_runtime = true\n",
+    );
+    let (code, doc, text) = check("2-socket-rdma", &["--order", &order.path()], &[]);
+    assert_eq!(code, 1, "{text}");
+    assert_eq!(doc["accepted"], false);
+    let failed: Vec<&str> = doc["acceptance"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["verdict"] != "pass")
+        .map(|a| a["item"].as_str().unwrap())
+        .collect();
+    assert_eq!(failed, ["topology", "data_disk_type"], "{text}");
+    assert_eq!(
+        item(&doc, "data_disk_type")["found"],
+        "/data (/dev/sdb1, 15999 GB, hdd) (from /sys/block/sdb/queue/rotational)"
+    );
+    assert_eq!(item(&doc, "sockets")["found"], "2");
+    assert_eq!(
+        item(&doc, "rdma")["found"],
+        "mlx5_0/1 InfiniBand 400 Gb/s ACTIVE; mlx5_1/1 InfiniBand 400 Gb/s ACTIVE"
+    );
+    assert!(
+        text.contains("FAIL  topology: expected GPUs on an NVSwitch fabric, found NVSwitches unknown"),
+        "{text}"
+    );
+    // The flags say the same as the file.
+    let (code, doc, _) = check(
+        "2-socket-rdma",
+        &[
+            "--expect-nvlink",
+            "--expect-rdma",
+            "--expect-data-disk-type",
+            "hdd",
+            "--expect-cpu-model",
+            "EPYC*",
+            "--expect-container-runtime",
+        ],
+        &[],
+    );
+    assert_eq!(code, 0, "{doc:#}");
+    assert_eq!(doc["accepted"], true);
+    assert_eq!(doc["acceptance"].as_array().unwrap().len(), 5);
+}
+
+/// A bad value of each new kind exits 2 and names the key or the flag, with nothing probed.
+#[test]
+fn bad_layout_values_exit_2_naming_the_key() {
+    for (text, says) in [
+        (
+            "rdma = \"200 parsecs\"\n",
+            "key `rdma`: `\"200 parsecs\"` has an unknown unit `parsecs`",
+        ),
+        (
+            "data_disk = \"-4TB\"\n",
+            "key `data_disk`: `\"-4TB\"` is negative",
+        ),
+        (
+            "nvlinks = true\n",
+            "unknown key `nvlinks` (did you mean `nvlink`?)",
+        ),
+        (
+            "topology = \"ring\"\n",
+            "key `topology`: `\"ring\"` is not a topology gpuenv knows",
+        ),
+    ] {
+        let order = Order::new(text);
+        let run = gpuenv_env(
+            &root(),
+            &[
+                "check",
+                "--host-facts",
+                &host("2-socket-rdma"),
+                "--order",
+                &order.path(),
+            ],
+            &[],
+        );
+        assert_eq!(run.code, 2, "{text}: {}", run.stderr);
+        assert!(run.stderr.contains(says), "{text}: {}", run.stderr);
+        assert!(run.stdout.is_empty(), "{text}: {}", run.stdout);
+    }
+    let run = gpuenv_env(
+        &root(),
+        &[
+            "check",
+            "--host-facts",
+            &host("2-socket-rdma"),
+            "--expect-nic-speed",
+            "fast",
+        ],
+        &[],
+    );
+    assert_eq!(run.code, 2);
+    assert!(
+        run.stderr.contains("--expect-nic-speed `fast`: "),
+        "{}",
+        run.stderr
+    );
+}
