@@ -53,7 +53,8 @@ pub fn smi_topo(text: &str) -> Result<Topology, String> {
     let affinity = affinity_columns(&lines[header_at][columns.len()..]);
 
     let mut links: Vec<Option<Row>> = vec![None; gpu_columns.len()];
-    for words in &lines[header_at + 1..] {
+    let raw: Vec<&str> = clean.lines().collect();
+    for (words, raw) in lines.iter().zip(&raw).skip(header_at + 1) {
         let Some((label, cells)) = words.split_first() else {
             continue;
         };
@@ -80,12 +81,10 @@ pub fn smi_topo(text: &str) -> Result<Topology, String> {
                 })
                 .collect::<Result<Vec<_>, _>>()
         };
-        // Affinity cells hold no spaces, so after the link cells they are words in the
-        // header's order; an empty cell (`0\t\tN/A`) collapses, a trimmed one is absent.
-        let rest = &cells[columns.len()..];
+        let rest = affinity_cells(raw, cells, columns.len());
         let cell = |at: Option<usize>| {
             at.and_then(|i| rest.get(i))
-                .filter(|c| **c != "N/A")
+                .filter(|c| !c.is_empty() && **c != "N/A")
                 .map(|c| c.to_string())
         };
         if links[row].is_none() {
@@ -164,6 +163,22 @@ struct Row {
 struct Affinity {
     cpu: Option<usize>,
     numa: Option<usize>,
+}
+
+/// The cells of a GPU row after its link cells, in the header's order.
+///
+/// A tab-separated row keeps its empty cells (Windows leaves both affinities empty:
+/// `GPU0\t X \t\t\t\tN/A`), so it is split at tabs; the affinity cells come first, in the
+/// header's order, then nvidia-smi's padding and the GPU NUMA ID. A pasted row whose tabs
+/// became spaces cannot show an empty cell: its words are taken in order (affinity cells
+/// hold no spaces), and a trimmed row simply has fewer.
+fn affinity_cells<'a>(raw: &'a str, words: &[&'a str], devices: usize) -> Vec<&'a str> {
+    let tabbed: Vec<&str> = raw.split('\t').map(str::trim).collect();
+    // The label, then one cell per device.
+    if tabbed.len() > devices + 1 {
+        return tabbed[devices + 1..].to_vec();
+    }
+    words.get(devices..).map(<[&str]>::to_vec).unwrap_or_default()
 }
 
 /// Reads the header's words after the device labels (`CPU Affinity NUMA Affinity GPU NUMA
@@ -416,6 +431,16 @@ mod tests {
         // An unknown NIC cell is as wrong as an unknown GPU cell.
         let e = smi_topo("\tGPU0\tNIC0\nGPU0\t X \tFOO\n").unwrap_err();
         assert!(e.contains("column NIC0"), "{e}");
+    }
+
+    /// Windows leaves both affinity cells empty: the GPU NUMA ID's `N/A` after them is not
+    /// read as a CPU affinity.
+    #[test]
+    fn empty_tabbed_affinity_cells() {
+        let t = smi_topo("\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\nGPU0\t X \tPHB\t\t1\t\tN/A\nGPU1\tPHB\t X \t\t1\t\tN/A\n")
+            .unwrap();
+        assert!(t.cpu_affinity.is_empty(), "{:?}", t.cpu_affinity);
+        assert_eq!(t.numa_affinity, some(&["1", "1"]));
     }
 
     #[test]
