@@ -16,6 +16,8 @@ fn main() {
         .expect("fixtures")
         .filter_map(|e| e.ok())
         .map(|e| e.path())
+        // Each host is a directory; the folder's README is not one.
+        .filter(|p| p.is_dir())
         .collect();
     names.sort();
     for path in names {

@@ -1,5 +1,5 @@
 //! The host parsers against real captures of the tools they read (nvidia-smi XML, table,
-//! `--version`, CSV, `topo -m` and its errors, `/proc/driver/nvidia/version`, nvcc, cuDNN
+//! `--version`, CSV, `topo -m`, `nvlink -s` and its errors, `/proc/driver/nvidia/version`, nvcc, cuDNN
 //! headers).
 //!
 //! Every test runs over the captures copied into the repository, `tests/fixtures/captures/`
@@ -18,7 +18,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use gpuenv::host::parse::*;
-use gpuenv::host::{Link, SmiFailure};
+use gpuenv::host::{Link, SmiFailure, Throttle};
 use gpuenv::model::{ComputeCapability, DriverVersion};
 
 /// The captures kept in the repository.
@@ -181,6 +181,43 @@ fn xml_reports() {
             if r.driver.cuda.is_none() && text.contains("<cuda_version>") {
                 fail("CUDA version not read".into());
             }
+            // Each end of the link, where the document gives a number for it.
+            let numeric = |tag: &str| {
+                text.split(&format!("<{tag}>"))
+                    .skip(1)
+                    .any(|rest| rest.starts_with(|c: char| c.is_ascii_digit()))
+            };
+            if numeric("max_host_link_gen") && r.gpus.iter().all(|g| g.pcie_gen_host_max.is_none()) {
+                fail("max_host_link_gen not read".into());
+            }
+            if numeric("max_device_link_gen") && r.gpus.iter().all(|g| g.pcie_gen_device_max.is_none()) {
+                fail("max_device_link_gen not read".into());
+            }
+            // Every complete document says something about the GPU's state.
+            if text.contains("<fb_memory_usage>") && r.gpus.iter().any(|g| g.state.is_none()) {
+                fail("a GPU without state".into());
+            }
+            // Spot checks of the files named in the README: a Gen4 card in a Gen3 slot, idle
+            // at Gen1; the software power cap active.
+            if name.starts_with("geforce-rtx-4090-driver-535.86.05") {
+                let g = &r.gpus[0];
+                let s = g.state.clone().unwrap_or_default();
+                if (
+                    g.pcie_gen_device_max,
+                    g.pcie_gen_host_max,
+                    g.pcie_gen_current,
+                    s.pstate.as_deref(),
+                ) != (Some(4), Some(3), Some(1), Some("P8"))
+                {
+                    fail(format!("expected a Gen4 card in a Gen3 slot at Gen1, P8: {g:?}"));
+                }
+            }
+            if name.starts_with("geforce-rtx-3090-driver-590.44.01") {
+                let throttle = r.gpus[0].state.as_ref().and_then(|s| s.throttle.clone());
+                if throttle != Some(vec![Throttle::SwPowerCap]) {
+                    fail(format!("expected the software power cap: {throttle:?}"));
+                }
+            }
         }
         paths.len()
     });
@@ -260,6 +297,89 @@ fn topologies() {
             }
             if name.starts_with("2x-geforce-rtx-5090-phb") && t.links[0][1] != Link::Phb {
                 fail(format!("expected PHB: {:?}", t.links));
+            }
+            // NIC columns and affinity cells, where the header names them.
+            let header = text.lines().find(|l| l.contains("GPU0")).unwrap_or("");
+            let nic_columns = header
+                .split_whitespace()
+                .filter(|w| w.starts_with("NIC") || w.starts_with("mlx"))
+                .count();
+            if t.nics.len() != nic_columns || (nic_columns > 0 && t.nic_links.len() != n) {
+                fail(format!(
+                    "{nic_columns} NIC columns: {:?} {:?}",
+                    t.nics, t.nic_links
+                ));
+            }
+            // Windows leaves the affinity cells empty: none at all, then.
+            let expected = if header.contains("NUMA Affinity") && !name.contains("windows") {
+                n
+            } else {
+                0
+            };
+            if t.numa_affinity.len() != expected {
+                fail(format!(
+                    "NUMA affinity {:?}, expected {expected} cells",
+                    t.numa_affinity
+                ));
+            }
+            if name.starts_with("8x-geforce-rtx-4090-pcie-sys") {
+                let numa: Vec<_> = t.numa_affinity.iter().map(|a| a.as_deref()).collect();
+                if t.nic_links.get(6) != Some(&vec![Link::Phb, Link::Phb])
+                    || numa
+                        != [
+                            Some("0"),
+                            Some("0"),
+                            Some("0"),
+                            Some("0"),
+                            Some("1"),
+                            Some("1"),
+                            Some("1"),
+                            Some("1"),
+                        ]
+                {
+                    fail(format!("NICs {:?}, NUMA {numa:?}", t.nic_links));
+                }
+            }
+        }
+        paths.len()
+    });
+}
+
+#[test]
+fn nvlink_statuses() {
+    over_every_root("nvlink_statuses", |root, failures| {
+        let paths = files(&root.join("host/nvidia-smi-nvlink-s"), ".txt");
+        for path in &paths {
+            let (name, text) = (name(path), read(path));
+            let mut fail = |m: String| failures.push(format!("{name}: {m}"));
+            let gpus = match smi_nvlink_status(&text) {
+                Ok(g) => g,
+                Err(e) => {
+                    fail(e);
+                    continue;
+                }
+            };
+            // MIG GPUs are left out (links not read); the others are listed.
+            let expected = if name.contains("-mig-") {
+                0
+            } else {
+                text.matches("GPU ").count()
+            };
+            if gpus.len() != expected {
+                fail(format!("{} GPUs, expected {expected}: {gpus:?}", gpus.len()));
+            }
+            let lines = text.matches("Link ").count();
+            let read: usize = gpus.iter().map(|g| g.links.len()).sum();
+            if read != lines {
+                fail(format!("{read} links read, {lines} link lines"));
+            }
+            // H100 and H200: NVLink 4, 18 links at 26.562 GB/s.
+            if (name.starts_with("nvidia-h100-80gb") || name.starts_with("nvidia-h200-linux"))
+                && gpus.iter().any(|g| {
+                    g.links.len() != 18 || g.links.iter().any(|l| !l.active || l.speed_gb_s != Some(26.562))
+                })
+            {
+                fail(format!("expected 18 active links at 26.562 GB/s: {gpus:?}"));
             }
         }
         paths.len()

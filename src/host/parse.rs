@@ -1,7 +1,7 @@
 //! Pure parsers: the text a host tool printed, turned into typed facts.
 //!
-//! Owns: reading the output of `nvidia-smi` (XML, `--query-gpu` CSV, the table, `topo -m`
-//! and its failure messages), `/proc/driver/nvidia/version`, `nvcc --version`, the CUDA
+//! Owns: reading the output of `nvidia-smi` (XML, `--query-gpu` CSV, the table, `topo -m`,
+//! `nvlink -s` and its failure messages), `lspci -n` (NVSwitches), `/proc/driver/nvidia/version`, `nvcc --version`, the CUDA
 //! toolkit's `version.json`/`version.txt`, cuDNN and NCCL headers, `ldconfig -p`,
 //! `/etc/os-release`, `ldd --version`, `getconf GNU_LIBC_VERSION`, `/proc/cpuinfo`,
 //! `/proc/meminfo`, `df -PkT`, `nvidia-ctk --version`, CDI specs, and single sysfs/procfs
@@ -15,10 +15,12 @@
 //! guess, because `doctor` would otherwise report a made-up value as a finding.
 //!
 //! The functions are grouped by tool: [`smi`] (nvidia-smi reports and failures),
-//! [`topo`] (`nvidia-smi topo -m`), [`toolkit`] (driver module, CUDA, cuDNN, NCCL,
-//! libraries, container toolkit), [`system`] (OS, glibc, CPU, memory, disks) and
-//! [`sysfs`] (kernel files: NUMA, block devices, network, RDMA); all are re-exported here.
+//! [`topo`] (`nvidia-smi topo -m`), [`fabric`] (`nvidia-smi nvlink -s`, NVSwitches in
+//! `lspci`), [`toolkit`] (driver module, CUDA, cuDNN, NCCL, libraries, container toolkit),
+//! [`system`] (OS, glibc, CPU, memory, disks) and [`sysfs`] (kernel files: NUMA, block
+//! devices, network, RDMA); all are re-exported here.
 
+pub mod fabric;
 pub mod smi;
 pub mod sysfs;
 pub mod system;
@@ -32,6 +34,7 @@ pub(crate) use crate::formats::dotted_prefix;
 pub use crate::formats::{
     cuda_version_json, cuda_version_txt, cudnn_header, lib_version, nccl_header, os_release,
 };
+pub use fabric::{lspci_nvswitches, smi_nvlink_status};
 pub use smi::{SMI_QUERY_FIELDS, SMI_QUERY_FORMAT, smi_csv, smi_failure, smi_table_cuda, smi_xml};
 pub use sysfs::{
     block_disk, net_speed_mbps, numa_nodes, peermem_loaded, rdma_rate_gbps, rdma_state, rotational,

@@ -5,7 +5,11 @@
 //!    `/proc/driver/nvidia/version` (the loaded kernel module, even when user space is
 //!    broken), then `nvidia-smi -q -x` (everything per GPU), then `nvidia-smi --query-gpu`
 //!    CSV (older or stripped installs), then the plain table (its "CUDA Version"). A missing
-//!    source means "next source"; `nvidia-smi topo -m` adds the interconnect.
+//!    source means "next source". Where NVML gave the GPUs, `nvidia-smi -q -x` still runs
+//!    and fills what NVML left unread (each end's PCIe generation, parts of the state):
+//!    the XML is the fuller record and the raw evidence a report embeds. With more than one
+//!    GPU, `nvidia-smi topo -m` adds the interconnect, `nvidia-smi nvlink -s` each GPU's
+//!    NVLinks and `lspci -n -d 10de:` the NVSwitch count.
 //! 2. CUDA toolkits: `nvcc` on PATH, then `/usr/local/cuda*/version.json` or `version.txt`.
 //! 3. cuDNN and NCCL: headers at the known paths, then `ldconfig -p`; pip packages come
 //!    with the Python probe. The driver's own libraries (`libcuda.so.1`,
@@ -347,6 +351,9 @@ fn probe_gpus(sys: &dyn System) -> Part {
 
     if f.gpus_source.is_none() {
         gpus_from_smi(sys, &mut f);
+    } else if !f.gpus.is_empty() {
+        // NVML answered; nvidia-smi has not run yet.
+        fill_from_xml(sys, &mut f);
     }
     // The kernel module answers for the driver when user space cannot (a mismatch).
     if f.driver.is_none() {
@@ -358,6 +365,8 @@ fn probe_gpus(sys: &dyn System) -> Part {
         f.failure = Some(SmiFailure::NoDevices);
     }
     let topology = topology(sys, &f.gpus);
+    let nvlink = nvlink(sys, &f.gpus);
+    let nvswitches = nvswitches(sys, &f.gpus);
     let GpuFacts {
         driver,
         driver_cuda,
@@ -374,6 +383,8 @@ fn probe_gpus(sys: &dyn System) -> Part {
         r.gpus_source = gpus_source;
         r.gpu_failure = failure;
         r.topology = topology;
+        r.nvlink = nvlink;
+        r.nvswitches = nvswitches;
         r.issues.extend(issues);
     })
 }
@@ -450,6 +461,134 @@ fn gpus_from_smi(sys: &dyn System, f: &mut GpuFacts) {
             f.driver_cuda = parse::smi_table_cuda(&table.stdout).map(|v| Sourced::new(v, "nvidia-smi"));
         }
     }
+}
+
+/// `nvidia-smi -q -x` where NVML gave the GPUs: fills, GPU by GPU, what NVML left `None`
+/// (the PCIe generation of each end of the link, and the state field by field). A GPU is
+/// matched by bus id, else by UUID, and by index only when NVML gave it neither (a wrong
+/// match would pin one GPU's readings on another). The XML failing is no failure of the
+/// probe (NVML answered); a document that does not parse is reported.
+fn fill_from_xml(sys: &dyn System, f: &mut GpuFacts) {
+    let out = sys.run("nvidia-smi", &["-q", "-x"]);
+    if !out.ok() {
+        return;
+    }
+    let report = match parse::smi_xml(&out.stdout) {
+        Ok(r) => r,
+        Err(e) => {
+            f.issues.push(ProbeIssue {
+                probe: "nvidia-smi -q -x".into(),
+                message: e,
+            });
+            return;
+        }
+    };
+    for gpu in &mut f.gpus {
+        if let Some(xml) = matching_gpu(gpu, &report.gpus) {
+            fill_gpu(gpu, xml);
+        }
+    }
+}
+
+/// The GPU of `others` that is `gpu`: same bus id, else same UUID, else (when `gpu` has
+/// neither) same index.
+fn matching_gpu<'a>(gpu: &GpuInfo, others: &'a [GpuInfo]) -> Option<&'a GpuInfo> {
+    let same = |a: &Option<String>, b: &Option<String>, eq: fn(&str, &str) -> bool| matches!((a, b), (Some(a), Some(b)) if eq(a, b));
+    others
+        .iter()
+        .find(|o| same(&gpu.bus_id, &o.bus_id, same_bus_id))
+        .or_else(|| {
+            others
+                .iter()
+                .find(|o| same(&gpu.uuid, &o.uuid, |a, b| a.eq_ignore_ascii_case(b)))
+        })
+        .or_else(|| {
+            (gpu.bus_id.is_none() && gpu.uuid.is_none())
+                .then(|| others.iter().find(|o| o.index == gpu.index))
+                .flatten()
+        })
+}
+
+/// `00000000:18:00.0` and `0000:18:00.0` are the same device: NVML and nvidia-smi differ
+/// in the domain's width across versions, and in the case of the hex digits.
+fn same_bus_id(a: &str, b: &str) -> bool {
+    let split = |id: &str| {
+        let id = id.trim().to_ascii_lowercase();
+        match id.split_once(':') {
+            Some((domain, rest)) if rest.contains(':') => {
+                (u32::from_str_radix(domain, 16).ok(), rest.to_string())
+            }
+            _ => (Some(0), id),
+        }
+    };
+    let (da, ra) = split(a);
+    let (db, rb) = split(b);
+    da.is_some() && da == db && ra == rb
+}
+
+/// Fills what `gpu` (read through NVML) left `None` from the same GPU in the XML.
+fn fill_gpu(gpu: &mut GpuInfo, xml: &GpuInfo) {
+    gpu.pcie_gen_device_max = gpu.pcie_gen_device_max.or(xml.pcie_gen_device_max);
+    gpu.pcie_gen_host_max = gpu.pcie_gen_host_max.or(xml.pcie_gen_host_max);
+    let Some(from) = &xml.state else { return };
+    let Some(state) = &mut gpu.state else {
+        gpu.state = Some(from.clone());
+        return;
+    };
+    let before = state.clone();
+    state.memory_used_mib = state.memory_used_mib.or(from.memory_used_mib);
+    state.utilization_pct = state.utilization_pct.or(from.utilization_pct);
+    state.pstate = state.pstate.take().or_else(|| from.pstate.clone());
+    state.power_draw_w = state.power_draw_w.or(from.power_draw_w);
+    state.power_limit_w = state.power_limit_w.or(from.power_limit_w);
+    state.power_default_limit_w = state.power_default_limit_w.or(from.power_default_limit_w);
+    state.temperature_c = state.temperature_c.or(from.temperature_c);
+    state.temperature_slowdown_c = state.temperature_slowdown_c.or(from.temperature_slowdown_c);
+    state.throttle = state.throttle.take().or_else(|| from.throttle.clone());
+    state.persistence_mode = state.persistence_mode.or(from.persistence_mode);
+    match (&mut state.processes, &from.processes) {
+        (None, p) => state.processes = p.clone(),
+        // NVML gives pids only; the XML names them.
+        (Some(ours), Some(theirs)) => {
+            for p in ours.iter_mut().filter(|p| p.name.is_empty()) {
+                if let Some(named) = theirs.iter().find(|t| t.pid == p.pid) {
+                    p.name = named.name.clone();
+                }
+            }
+        }
+        (Some(_), None) => {}
+    }
+    if *state != before {
+        // Say that the readings are of two sources, so that none is taken for the other.
+        state.source = format!("{}, {}", before.source, from.source);
+    }
+}
+
+/// `nvidia-smi nvlink -s`, where there is more than one GPU to link; `None` when it fails
+/// or lists no GPU.
+fn nvlink(sys: &dyn System, gpus: &[GpuInfo]) -> Option<Sourced<Vec<NvLinkGpu>>> {
+    if gpus.len() < 2 {
+        return None;
+    }
+    let out = sys.run("nvidia-smi", &["nvlink", "-s"]);
+    if !out.ok() {
+        return None;
+    }
+    parse::smi_nvlink_status(&out.stdout)
+        .ok()
+        .filter(|g| !g.is_empty())
+        .map(|g| Sourced::new(g, "nvidia-smi nvlink -s"))
+}
+
+/// The NVSwitches `lspci -n -d 10de:` lists, where there is more than one GPU: `Some(0)`
+/// when it ran and listed none, `None` when it is missing or failed.
+fn nvswitches(sys: &dyn System, gpus: &[GpuInfo]) -> Option<Sourced<u32>> {
+    if gpus.len() < 2 {
+        return None;
+    }
+    let out = sys.run("lspci", &["-n", "-d", "10de:"]);
+    out.ok()
+        .then(|| Sourced::new(parse::lspci_nvswitches(&out.stdout), "lspci -n -d 10de:"))
 }
 
 /// `nvidia-smi topo -m`, where there is more than one GPU to link.
@@ -814,6 +953,241 @@ mod tests {
         fn docker(&self) -> Result<EngineInfo, String> {
             Err("no docker in this test".into())
         }
+    }
+
+    fn ran(stdout: &str) -> CmdOutput {
+        CmdOutput {
+            outcome: crate::host::system::Outcome::Exited,
+            status: Some(0),
+            stdout: stdout.to_string(),
+            stderr: String::new(),
+        }
+    }
+
+    /// A record with NVML's GPUs (or failure) and nvidia-smi's answers.
+    fn record(nvml: NvmlProbe, commands: &[(&str, CmdOutput)]) -> HostRecord {
+        let mut r = HostRecord {
+            gpuenv_host_record: 1,
+            nvml: Some(nvml),
+            ..HostRecord::default()
+        };
+        for (k, v) in commands {
+            r.commands.insert(k.to_string(), v.clone());
+        }
+        r
+    }
+
+    fn gpus_part(sys: &dyn System) -> HostReport {
+        let mut r = HostReport::default();
+        probe_gpus(sys)(&mut r);
+        r
+    }
+
+    const TWO_GPU_XML: &str = "<nvidia_smi_log><driver_version>550.90.07</driver_version>\
+        <gpu id=\"00000000:18:00.0\"><product_name>A</product_name><uuid>GPU-a</uuid>\
+        <pci><pci_bus_id>00000000:18:00.0</pci_bus_id><pci_gpu_link_info><pcie_gen>\
+        <max_device_link_gen>5</max_device_link_gen><max_host_link_gen>4</max_host_link_gen>\
+        </pcie_gen></pci_gpu_link_info></pci><performance_state>P0</performance_state>\
+        <fb_memory_usage><used>100 MiB</used></fb_memory_usage>\
+        <processes><process_info><pid>42</pid><type>C</type><process_name>python</process_name>\
+        <used_memory>90 MiB</used_memory></process_info></processes></gpu>\
+        <gpu id=\"00000000:2A:00.0\"><product_name>B</product_name><uuid>GPU-b</uuid>\
+        <performance_state>P8</performance_state><processes></processes></gpu></nvidia_smi_log>";
+
+    fn nvml_gpu(index: u32, bus: Option<&str>, uuid: Option<&str>, state: Option<GpuState>) -> GpuInfo {
+        GpuInfo {
+            index,
+            name: "G".into(),
+            bus_id: bus.map(str::to_string),
+            uuid: uuid.map(str::to_string),
+            state,
+            ..GpuInfo::default()
+        }
+    }
+
+    /// NVML's gaps are filled from the XML, GPU by GPU, matched by bus id (whatever the
+    /// domain's width or the case), else UUID; what NVML read stays.
+    #[test]
+    fn nvml_gaps_are_filled_from_the_xml() {
+        let nvml_state = GpuState {
+            source: "nvml".into(),
+            memory_used_mib: Some(99),
+            processes: Some(vec![GpuProcess {
+                pid: 42,
+                name: String::new(),
+                kind: Some("C".into()),
+                used_mib: Some(90),
+            }]),
+            ..GpuState::default()
+        };
+        let nvml = NvmlProbe::Read {
+            driver: "550.90.07".into(),
+            cuda_driver: Some(12040),
+            // NVML's order differs from nvidia-smi's, and the second has no bus id.
+            gpus: vec![
+                nvml_gpu(0, None, Some("gpu-B"), None),
+                nvml_gpu(1, Some("0000:18:00.0"), None, Some(nvml_state)),
+            ],
+        };
+        let sys = Recording::replay(record(nvml, &[("nvidia-smi -q -x", ran(TWO_GPU_XML))]));
+        let r = gpus_part(&sys);
+        assert_eq!(r.gpus_source.as_deref(), Some("nvml"));
+        let (b, a) = (&r.gpus[0], &r.gpus[1]);
+        assert_eq!((a.pcie_gen_device_max, a.pcie_gen_host_max), (Some(5), Some(4)));
+        let sa = a.state.as_ref().unwrap();
+        assert_eq!(sa.source, "nvml, nvidia-smi -q -x");
+        assert_eq!(sa.memory_used_mib, Some(99), "NVML's reading stays");
+        assert_eq!(sa.pstate.as_deref(), Some("P0"));
+        assert_eq!(sa.processes.as_ref().unwrap()[0].name, "python");
+        let sb = b.state.as_ref().unwrap();
+        assert_eq!(sb.source, "nvidia-smi -q -x");
+        assert_eq!(
+            (sb.pstate.as_deref(), sb.processes.clone()),
+            (Some("P8"), Some(vec![]))
+        );
+        assert_eq!(b.pcie_gen_device_max, None);
+    }
+
+    /// A GPU NVML identified by bus id that the XML lacks is not matched by index.
+    #[test]
+    fn no_match_by_index_when_ids_differ() {
+        let nvml = NvmlProbe::Read {
+            driver: "550.90.07".into(),
+            cuda_driver: None,
+            gpus: vec![nvml_gpu(0, Some("00000000:99:00.0"), None, None)],
+        };
+        let sys = Recording::replay(record(nvml, &[("nvidia-smi -q -x", ran(TWO_GPU_XML))]));
+        assert_eq!(gpus_part(&sys).gpus[0].state, None);
+        // Without any id, the index decides.
+        let nvml = NvmlProbe::Read {
+            driver: "550.90.07".into(),
+            cuda_driver: None,
+            gpus: vec![nvml_gpu(1, None, None, None)],
+        };
+        let sys = Recording::replay(record(nvml, &[("nvidia-smi -q -x", ran(TWO_GPU_XML))]));
+        let r = gpus_part(&sys);
+        assert_eq!(r.gpus[0].state.as_ref().unwrap().pstate.as_deref(), Some("P8"));
+        // A document that does not parse is reported, and NVML's list stands.
+        let nvml = NvmlProbe::Read {
+            driver: "550.90.07".into(),
+            cuda_driver: None,
+            gpus: vec![nvml_gpu(0, None, None, None)],
+        };
+        let sys = Recording::replay(record(
+            nvml,
+            &[("nvidia-smi -q -x", ran("<nvidia_smi_log><gpu>"))],
+        ));
+        let r = gpus_part(&sys);
+        assert_eq!(r.gpus.len(), 1);
+        assert_eq!(r.issues[0].probe, "nvidia-smi -q -x");
+    }
+
+    /// Counts the runs of `nvidia-smi -q -x`.
+    struct Counting(Recording, std::sync::atomic::AtomicUsize);
+
+    impl System for Counting {
+        fn run(&self, program: &str, args: &[&str]) -> CmdOutput {
+            if program == "nvidia-smi" && args == ["-q", "-x"] {
+                self.1.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+            self.0.run(program, args)
+        }
+        fn read(&self, path: &str) -> Option<String> {
+            self.0.read(path)
+        }
+        fn list(&self, dir: &str) -> Option<Vec<String>> {
+            self.0.list(dir)
+        }
+        fn env(&self, key: &str) -> Option<String> {
+            self.0.env(key)
+        }
+        fn nvml(&self) -> NvmlProbe {
+            self.0.nvml()
+        }
+        fn docker(&self) -> Result<EngineInfo, String> {
+            self.0.docker()
+        }
+    }
+
+    #[test]
+    fn the_xml_runs_once_whichever_source_answers() {
+        for nvml in [
+            NvmlProbe::Failed {
+                error: "Driver/library version mismatch".into(),
+            },
+            NvmlProbe::Read {
+                driver: "550.90.07".into(),
+                cuda_driver: None,
+                gpus: vec![nvml_gpu(0, Some("00000000:18:00.0"), None, None)],
+            },
+        ] {
+            let sys = Counting(
+                Recording::replay(record(nvml, &[("nvidia-smi -q -x", ran(TWO_GPU_XML))])),
+                Default::default(),
+            );
+            let r = gpus_part(&sys);
+            assert!(!r.gpus.is_empty());
+            assert_eq!(sys.1.load(std::sync::atomic::Ordering::SeqCst), 1);
+        }
+    }
+
+    /// NVLinks and NVSwitches are asked for with more than one GPU only; a command that is
+    /// missing or fails reads as unknown, one that ran and found none as zero.
+    #[test]
+    fn nvlink_and_nvswitches() {
+        let nvlink =
+            "GPU 0: A (UUID: GPU-a)\n\t Link 0: 26.562 GB/s\nGPU 1: B (UUID: GPU-b)\n\t Link 0: <inactive>\n";
+        let with = |lspci: Option<CmdOutput>| {
+            let mut commands = vec![
+                ("nvidia-smi -q -x", ran(TWO_GPU_XML)),
+                ("nvidia-smi nvlink -s", ran(nvlink)),
+            ];
+            if let Some(l) = lspci {
+                commands.push(("lspci -n -d 10de:", l));
+            }
+            gpus_part(&Recording::replay(record(
+                NvmlProbe::Unavailable {
+                    reason: "test".into(),
+                },
+                &commands,
+            )))
+        };
+        let r = with(Some(ran(include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/host/lspci/hgx-h100-8gpu-4nvswitch-synthetic.txt"
+        )))));
+        let links = r.nvlink.unwrap();
+        assert_eq!(links.source, "nvidia-smi nvlink -s");
+        assert_eq!(links.value.len(), 2);
+        assert!(links.value[0].links[0].active && !links.value[1].links[0].active);
+        let switches = r.nvswitches.unwrap();
+        assert_eq!(
+            (switches.value, switches.source.as_str()),
+            (4, "lspci -n -d 10de:")
+        );
+        assert_eq!(
+            with(Some(ran("01:00.0 0300: 10de:2684 (rev a1)\n")))
+                .nvswitches
+                .map(|s| s.value),
+            Some(0)
+        );
+        let mut failed = ran("");
+        failed.status = Some(1);
+        assert_eq!(with(Some(failed)).nvswitches, None);
+        assert_eq!(with(None).nvswitches, None, "lspci not installed");
+        // One GPU: neither command runs.
+        let one = "<nvidia_smi_log><gpu id=\"0\"><product_name>A</product_name></gpu></nvidia_smi_log>";
+        let r = gpus_part(&Recording::replay(record(
+            NvmlProbe::Unavailable {
+                reason: "test".into(),
+            },
+            &[
+                ("nvidia-smi -q -x", ran(one)),
+                ("nvidia-smi nvlink -s", ran(nvlink)),
+                ("lspci -n -d 10de:", ran("07:00.0 0680: 10de:22a3\n")),
+            ],
+        )));
+        assert_eq!((r.nvlink, r.nvswitches), (None, None));
     }
 
     #[test]

@@ -68,7 +68,8 @@ pub struct GpuInfo {
 /// an empty list is a reading ("no process"), not a missing one.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct GpuState {
-    /// Where these readings came from (`nvidia-smi -q -x`, `nvml`).
+    /// Where these readings came from (`nvidia-smi -q -x`, `nvml`; `nvml, nvidia-smi -q -x`
+    /// when NVML's readings were completed from the XML).
     pub source: String,
     /// Memory in use, MiB (what `nvidia-smi` shows as used; the driver's reservation is
     /// apart).

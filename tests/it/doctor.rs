@@ -876,3 +876,84 @@ fn a_host_recorded_without_kernel_files_has_none_of_their_facts() {
     assert!(host.get("network").is_none(), "{}", host["network"]);
     assert!(host["cpu"].get("numa_nodes").is_none(), "{}", host["cpu"]);
 }
+
+/// The recorded hosts of three real failures replay through the probe, and the probe reads
+/// the facts their checks need: each end's PCIe generation and the GPU's state from
+/// `nvidia-smi -q -x`, the whole `topo -m` matrix with NICs and NUMA affinity, NVLinks
+/// from `nvidia-smi nvlink -s` and the NVSwitch count from `lspci`. Verdicts are not
+/// asserted here.
+#[test]
+fn acceptance_hosts_replay_their_facts() {
+    // A Gen4 card in a Gen3 slot, idle at Gen1.
+    let (_, doc) = doctor_json("1x-4090-gen3-slot", &[]);
+    let host = &doc["host"];
+    assert_eq!(host["gpus_source"], "nvidia-smi -q -x");
+    let g = &host["gpus"][0];
+    assert_eq!(g["name"], "NVIDIA GeForce RTX 4090");
+    assert_eq!(g["pcie_gen_device_max"], 4);
+    assert_eq!(g["pcie_gen_host_max"], 3);
+    assert_eq!(g["pcie_gen_current"], 1);
+    assert_eq!(g["state"]["pstate"], "P8");
+    assert_eq!(g["state"]["source"], "nvidia-smi -q -x");
+    assert_eq!(g["state"]["processes"], serde_json::json!([]));
+    assert!(
+        host.get("nvlink").is_none() && host.get("nvswitches").is_none(),
+        "one GPU"
+    );
+
+    // The same failure on a real capture: a Gen5 card in a Gen4 slot.
+    let (_, doc) = doctor_json("1x-rtx-pro-6000-gen4-slot", &[]);
+    let g = &doc["host"]["gpus"][0];
+    assert_eq!(
+        (g["pcie_gen_device_max"].as_u64(), g["pcie_gen_host_max"].as_u64()),
+        (Some(5), Some(4))
+    );
+    assert_eq!(g["state"]["processes"][0]["used_mib"], 65710);
+
+    // Eight GPUs, every pair across the CPU interconnect.
+    let (_, doc) = doctor_json("8x-4090-sys", &[]);
+    let host = &doc["host"];
+    assert_eq!(host["gpus"].as_array().unwrap().len(), 8);
+    let topo = &host["topology"]["value"];
+    let links = topo["links"].as_array().unwrap();
+    assert_eq!(links.len(), 8);
+    for (i, row) in links.iter().enumerate() {
+        for (j, l) in row.as_array().unwrap().iter().enumerate() {
+            assert_eq!(l, if i == j { "self-link" } else { "sys" }, "GPU{i}-GPU{j}");
+        }
+    }
+    assert_eq!(topo["nics"].as_array().unwrap().len(), 2);
+    assert_eq!(topo["nic_links"][6], serde_json::json!(["phb", "phb"]));
+    assert_eq!(topo["numa_affinity"][0], "0");
+    assert_eq!(topo["numa_affinity"][7], "1");
+    let nvlink = host["nvlink"]["value"].as_array().unwrap();
+    assert_eq!(nvlink.len(), 8);
+    assert!(nvlink.iter().all(|g| g["links"].as_array().unwrap().is_empty()));
+    assert_eq!(host["nvswitches"]["value"], 0);
+    for g in host["gpus"].as_array().unwrap() {
+        assert_eq!(g["state"]["pstate"], "P8");
+        assert_eq!(g["state"]["processes"], serde_json::json!([]));
+    }
+
+    // Four A100s, NVLink between GPU0 and GPU1 only; the list from --query-gpu.
+    let (_, doc) = doctor_json("4x-a100-nvlink-one-pair", &[]);
+    let host = &doc["host"];
+    assert_eq!(host["gpus_source"], "nvidia-smi --query-gpu");
+    assert_eq!(host["gpus"].as_array().unwrap().len(), 4);
+    assert_eq!(host["gpus"][0]["name"], "NVIDIA A100 80GB PCIe");
+    assert_eq!(host["topology"]["value"]["links"][0][1]["nv-link"], 12);
+    assert_eq!(host["topology"]["value"]["links"][2][3], "sys");
+    let nvlink = host["nvlink"]["value"].as_array().unwrap();
+    assert_eq!(nvlink.len(), 4);
+    let active = |g: &Value| {
+        g["links"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|l| l["active"] == true)
+            .count()
+    };
+    assert_eq!(nvlink.iter().map(active).collect::<Vec<_>>(), vec![12, 12, 0, 0]);
+    assert_eq!(host["nvlink"]["source"], "nvidia-smi nvlink -s");
+    assert_eq!(host["nvswitches"]["value"], 0);
+}

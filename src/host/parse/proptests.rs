@@ -11,6 +11,8 @@ fn parse_everything(text: &str) {
     let _ = smi_csv(text);
     let _ = smi_table_cuda(text);
     let _ = smi_topo(text);
+    let _ = smi_nvlink_status(text);
+    let _ = lspci_nvswitches(text);
     let _ = smi_failure(Some(1), text, text);
     let _ = smi_failure(None, "", text);
     let _ = proc_driver_version(text);
@@ -49,6 +51,11 @@ const FIXTURES: &[&str] = &[
     fixture!("nvidia-smi/rtx-4090-driver-610.43.02-umd.txt"),
     fixture!("nvidia-smi-topo-m/8x-h100-sxm-nv18-4nic.txt"),
     fixture!("nvidia-smi-topo-m/1x-l4-ansi-header.txt"),
+    fixture!("nvidia-smi-topo-m/8x-geforce-rtx-4090-pcie-sys-phb-pix-2nic-no-legend.txt"),
+    fixture!("nvidia-smi-q-x/rtx-pro-6000-blackwell-maxq-driver-590.44.01-dtd-v13.xml"),
+    fixture!("nvidia-smi-q-x/a10g-driver-515.105.01-dtd-v11.xml"),
+    fixture!("nvidia-smi-nvlink-s/nvidia-h100-80gb-hbm3-linux-x86_64-driver-590.48.01.txt"),
+    fixture!("lspci/hgx-h100-8gpu-4nvswitch-synthetic.txt"),
     fixture!("nvidia-smi-errors/nvml-mismatch-nvml-550.127.txt"),
     fixture!("proc-driver-nvidia-version/open-x86_64-565.57.01.txt"),
     fixture!("nvcc-version/cuda-12.4.131.txt"),
@@ -80,6 +87,26 @@ fn vocabulary() -> impl Strategy<Value = String> {
         "PHB",
         "CPU",
         "Affinity",
+        "NUMA",
+        "NIC Legend:",
+        "  NIC0: mlx5_0",
+        "mlx5_0",
+        "GPU 0: ",
+        "\t Link 0: ",
+        "26.562 GB/s",
+        "<inactive>",
+        "0680: 10de:22a3",
+        "<processes>",
+        "<process_info>",
+        "<pid>",
+        "</pid>",
+        "<clocks_event_reasons>",
+        "<clocks_event_reason_sw_power_cap>",
+        "Active",
+        "Not Active",
+        "<power_draw>",
+        "26.84 W",
+        "P8",
         "\t",
         " ",
         "\n",

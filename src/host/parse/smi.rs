@@ -1,10 +1,16 @@
 //! `nvidia-smi`: the XML report (`-q -x`), the `--query-gpu` CSV gpuenv runs, the CUDA
 //! version in the table header, and what it prints when it fails.
+//!
+//! From the XML it reads, per GPU, the identity and PCIe link (including which end, card
+//! or slot, limits the generation), ECC and MIG, and the state at the time of the report
+//! ([`GpuState`]: memory used, utilization, performance state, power, temperature,
+//! clock-event reasons, persistence mode, processes). The CSV carries no state. Reading
+//! only: what an idle P8 or a power cap means is for the checks.
 
 use roxmltree::{Document, Node, ParsingOptions};
 
 use super::{dotted_prefix, enabled, number_with_unit, present};
-use crate::host::types::{DriverInfo, GpuInfo, SmiFailure, SmiReport};
+use crate::host::types::{DriverInfo, GpuInfo, GpuProcess, GpuState, SmiFailure, SmiReport, Throttle};
 use crate::model::{CudaVersion, DriverVersion};
 
 /// The `--query-gpu` fields gpuenv asks for, in the order [`smi_csv`] reads them.
@@ -129,8 +135,146 @@ fn xml_gpu(index: u32, gpu: Node<'_, '_>) -> Result<GpuInfo, String> {
         ecc_uncorrected_aggregate: ecc("aggregate"),
         ecc_enabled: text_at(gpu, &["ecc_mode", "current_ecc"]).and_then(enabled),
         mig_enabled: text_at(gpu, &["mig_mode", "current_mig"]).and_then(enabled),
-        ..GpuInfo::default()
+        // DTD v12 on: `max_link_gen` is the lesser of the two ends; these say which end
+        // holds the link back.
+        pcie_gen_device_max: link("pcie_gen", "max_device_link_gen", &[]),
+        pcie_gen_host_max: link("pcie_gen", "max_host_link_gen", &[]),
+        state: xml_state(gpu),
     })
+}
+
+/// The source [`GpuState::source`] names for readings of the XML report.
+pub const SMI_XML_SOURCE: &str = "nvidia-smi -q -x";
+
+/// What the GPU was doing when the report was taken; `None` when the document says
+/// nothing about it (a trimmed capture).
+fn xml_state(gpu: Node<'_, '_>) -> Option<GpuState> {
+    // DTD v12 renamed `power_readings` to `gpu_power_readings` (beside new module and
+    // memory readings, which are not the GPU's).
+    let power = child(gpu, "gpu_power_readings").or_else(|| child(gpu, "power_readings"));
+    let power_at =
+        |names: &[&str]| power.and_then(|p| names.iter().find_map(|n| text_at(p, &[n]).and_then(watts)));
+    let state = GpuState {
+        source: SMI_XML_SOURCE.to_string(),
+        memory_used_mib: text_at(gpu, &["fb_memory_usage", "used"])
+            .and_then(|v| number_with_unit(v, &["MiB"])),
+        utilization_pct: u32_at(gpu, &["utilization", "gpu_util"], &["%"]),
+        // DTD v13 drivers write "Requested functionality has been deprecated" in
+        // `power_state`; only a `P<n>` is a state.
+        pstate: text_at(gpu, &["performance_state"])
+            .and_then(pstate)
+            .or_else(|| power.and_then(|p| text_at(p, &["power_state"])).and_then(pstate)),
+        // 590-series drivers drop `power_draw` for an instant and an averaged reading; the
+        // instant one is what "now" means.
+        power_draw_w: power_at(&["power_draw", "instant_power_draw", "average_power_draw"]),
+        // v11's `power_limit` is the one set; `enforced_power_limit` is the one applied
+        // (lower when another limit, such as the board's, wins).
+        power_limit_w: power_at(&["current_power_limit", "enforced_power_limit", "power_limit"]),
+        power_default_limit_w: power_at(&["default_power_limit"]),
+        temperature_c: u32_at(gpu, &["temperature", "gpu_temp"], &["C"]),
+        // Newer drivers give only `gpu_temp_slow_tlimit_threshold`, relative to a limit
+        // they do not print; adding it to anything would be a guess, so it is not read.
+        temperature_slowdown_c: u32_at(gpu, &["temperature", "gpu_temp_slow_threshold"], &["C"]),
+        throttle: child(gpu, "clocks_event_reasons")
+            .or_else(|| child(gpu, "clocks_throttle_reasons"))
+            .and_then(throttle_reasons),
+        persistence_mode: text_at(gpu, &["persistence_mode"]).and_then(enabled),
+        processes: child(gpu, "processes").and_then(processes),
+    };
+    let empty = GpuState {
+        source: state.source.clone(),
+        ..GpuState::default()
+    };
+    (state != empty).then_some(state)
+}
+
+/// `P8` as written; anything else (`Unknown`, a deprecation notice) is no state.
+fn pstate(raw: &str) -> Option<String> {
+    let v = present(raw)?;
+    let n = v.strip_prefix('P')?;
+    (!n.is_empty() && n.len() <= 2 && n.bytes().all(|b| b.is_ascii_digit())).then(|| v.to_string())
+}
+
+/// `26.84 W` in watts; a negative or non-finite number is not a reading.
+fn watts(raw: &str) -> Option<f64> {
+    let v = present(raw)?;
+    let number = v.strip_suffix('W').unwrap_or(v).trim();
+    number.parse::<f64>().ok().filter(|w| w.is_finite() && *w >= 0.0)
+}
+
+/// The active reasons of a `clocks_event_reasons` (or older `clocks_throttle_reasons`)
+/// block, sorted; `None` when no reason is readable (all `N/A`).
+fn throttle_reasons(block: Node<'_, '_>) -> Option<Vec<Throttle>> {
+    let mut read_any = false;
+    let mut active = Vec::new();
+    for reason in block.children().filter(Node::is_element) {
+        let tag = reason.tag_name().name();
+        let Some(kind) = tag
+            .strip_prefix("clocks_event_reason_")
+            .or_else(|| tag.strip_prefix("clocks_throttle_reason_"))
+            .and_then(throttle_kind)
+        else {
+            continue;
+        };
+        match reason.text().and_then(present) {
+            Some(v) if v.eq_ignore_ascii_case("Active") => {
+                read_any = true;
+                active.push(kind);
+            }
+            Some(v) if v.eq_ignore_ascii_case("Not Active") => read_any = true,
+            _ => {}
+        }
+    }
+    active.sort();
+    active.dedup();
+    read_any.then_some(active)
+}
+
+/// The reason an element names, after its `clocks_event_reason_` prefix. Reasons gpuenv
+/// has no name for (`unknown` in old drivers) are skipped, not guessed at.
+fn throttle_kind(suffix: &str) -> Option<Throttle> {
+    Some(match suffix {
+        "gpu_idle" => Throttle::GpuIdle,
+        "applications_clocks_setting" => Throttle::ApplicationsClocks,
+        "sw_power_cap" => Throttle::SwPowerCap,
+        "hw_slowdown" => Throttle::HwSlowdown,
+        "hw_thermal_slowdown" => Throttle::HwThermal,
+        "hw_power_brake_slowdown" => Throttle::HwPowerBrake,
+        "sw_thermal_slowdown" => Throttle::SwThermal,
+        "sync_boost" => Throttle::SyncBoost,
+        "display_clocks_setting" => Throttle::DisplayClocks,
+        _ => return None,
+    })
+}
+
+/// The `<processes>` block: every `process_info` with a pid. An empty block is a reading
+/// (no process); a block that holds only a marker (`N/A`) is not.
+fn processes(block: Node<'_, '_>) -> Option<Vec<GpuProcess>> {
+    let infos: Vec<Node<'_, '_>> = block
+        .children()
+        .filter(|c| c.is_element() && c.tag_name().name() == "process_info")
+        .collect();
+    if infos.is_empty() {
+        let text = block.text().unwrap_or("").trim();
+        return (text.is_empty() || text.eq_ignore_ascii_case("None")).then(Vec::new);
+    }
+    let listed = infos.len();
+    let read: Vec<GpuProcess> = infos
+        .into_iter()
+        .filter_map(|p| {
+            // A process without a readable pid cannot be named to anyone; skip it.
+            let pid = number_with_unit(text_at(p, &["pid"])?, &[]).and_then(|n| u32::try_from(n).ok())?;
+            Some(GpuProcess {
+                pid,
+                name: text_at(p, &["process_name"]).unwrap_or_default().to_string(),
+                kind: text_at(p, &["type"]).map(str::to_string),
+                // WDDM (Windows) reports `N/A`: the OS, not the driver, owns the memory.
+                used_mib: text_at(p, &["used_memory"]).and_then(|v| number_with_unit(v, &["MiB"])),
+            })
+        })
+        .collect();
+    // Processes listed but none readable is not "no process".
+    (listed == 0 || !read.is_empty()).then_some(read)
 }
 
 /// Uncorrected ECC errors in a `<volatile>` or `<aggregate>` block, whatever its layout:
@@ -422,6 +566,8 @@ mod tests {
         }
         // The 3090 sits in an x4 slot that idles at gen 1.
         assert_eq!((b.pcie_gen_max, b.pcie_gen_current), (Some(4), Some(1)));
+        assert_eq!((b.pcie_gen_device_max, b.pcie_gen_host_max), (Some(4), Some(4)));
+        assert_eq!(a.state.as_ref().unwrap().pstate.as_deref(), Some("P0"));
         assert_eq!((b.pcie_width_max, b.pcie_width_current), (Some(16), Some(4)));
     }
 
@@ -457,6 +603,141 @@ mod tests {
         );
         assert_eq!(g.mig_enabled, None, "no mig_mode in DTD v10");
         assert_eq!(r.driver.cuda, Some(v("10.1")));
+    }
+
+    /// A Gen5 card in a Gen4 slot, idle at Gen1 in P8, one process holding most of its
+    /// memory; DTD v13 (instant/average power, relative temperature limits only).
+    #[test]
+    fn xml_state_v13_gen5_card_in_gen4_slot() {
+        let r = smi_xml(fixture!(
+            "nvidia-smi-q-x/rtx-pro-6000-blackwell-maxq-driver-590.44.01-dtd-v13.xml"
+        ))
+        .unwrap();
+        let [g] = r.gpus.as_slice() else { panic!("one GPU") };
+        assert_eq!((g.pcie_gen_device_max, g.pcie_gen_host_max), (Some(5), Some(4)));
+        assert_eq!((g.pcie_gen_max, g.pcie_gen_current), (Some(4), Some(1)));
+        let s = g.state.as_ref().unwrap();
+        assert_eq!(s.source, "nvidia-smi -q -x");
+        assert_eq!(s.pstate.as_deref(), Some("P8"));
+        assert_eq!(s.memory_used_mib, Some(65720));
+        assert_eq!(s.utilization_pct, Some(0));
+        assert_eq!(s.power_draw_w, Some(3.99), "the instant reading");
+        assert_eq!(
+            (s.power_limit_w, s.power_default_limit_w),
+            (Some(300.0), Some(300.0))
+        );
+        assert_eq!(s.temperature_c, Some(24));
+        assert_eq!(s.temperature_slowdown_c, None, "only a relative tlimit is given");
+        assert_eq!(s.persistence_mode, Some(true));
+        assert_eq!(s.throttle, Some(vec![]), "every reason reads `Not Active`");
+        assert_eq!(
+            s.processes.as_deref(),
+            Some(
+                &[GpuProcess {
+                    pid: 116860,
+                    name: "/root/src/llama.cpp/build/bin/llama-server".into(),
+                    kind: Some("C".into()),
+                    used_mib: Some(65710),
+                }][..]
+            )
+        );
+    }
+
+    /// The software power cap holds the clocks at idle; `power_state` is a deprecation
+    /// notice, not a state.
+    #[test]
+    fn xml_state_v13_active_power_cap() {
+        let r = smi_xml(fixture!(
+            "nvidia-smi-q-x/geforce-rtx-3090-driver-590.44.01-dtd-v13.xml"
+        ))
+        .unwrap();
+        let [g] = r.gpus.as_slice() else { panic!("one GPU") };
+        assert_eq!((g.pcie_gen_device_max, g.pcie_gen_host_max), (Some(4), Some(4)));
+        let s = g.state.as_ref().unwrap();
+        assert_eq!(s.throttle.as_deref(), Some(&[Throttle::SwPowerCap][..]));
+        assert!(!Throttle::SwPowerCap.is_fault());
+        assert_eq!(s.pstate.as_deref(), Some("P8"));
+        assert_eq!(s.temperature_c, Some(32));
+        assert_eq!(s.temperature_slowdown_c, Some(95));
+        assert_eq!(s.power_draw_w, Some(35.15));
+        assert_eq!(s.power_limit_w, Some(350.0));
+        assert_eq!(s.memory_used_mib, Some(7));
+        assert_eq!(s.processes, Some(vec![]), "an empty <processes> is no process");
+    }
+
+    /// DTD v11: `power_readings`, `clocks_throttle_reasons`, a graphics process.
+    #[test]
+    fn xml_state_v11() {
+        let r = smi_xml(fixture!("nvidia-smi-q-x/a10g-driver-515.105.01-dtd-v11.xml")).unwrap();
+        let [g] = r.gpus.as_slice() else { panic!("one GPU") };
+        assert_eq!(
+            (g.pcie_gen_device_max, g.pcie_gen_host_max),
+            (None, None),
+            "not in v11"
+        );
+        let s = g.state.as_ref().unwrap();
+        assert_eq!(s.pstate.as_deref(), Some("P8"));
+        assert_eq!(s.power_draw_w, Some(25.58));
+        assert_eq!(
+            (s.power_limit_w, s.power_default_limit_w),
+            (Some(300.0), Some(300.0))
+        );
+        assert_eq!(s.temperature_c, Some(17));
+        assert_eq!(s.temperature_slowdown_c, Some(95));
+        assert_eq!(s.persistence_mode, Some(false));
+        assert_eq!(s.memory_used_mib, Some(22));
+        assert_eq!(s.throttle.as_deref(), Some(&[Throttle::GpuIdle][..]));
+        let p = s.processes.as_deref().unwrap();
+        assert_eq!(p.len(), 1);
+        assert_eq!((p[0].pid, p[0].name.as_str()), (725, "/usr/lib/xorg/Xorg"));
+        assert_eq!((p[0].kind.as_deref(), p[0].used_mib), (Some("G"), Some(22)));
+    }
+
+    /// Markers are unknowns, trimmed documents have no state, a missing `<processes>` is
+    /// not "no process", and odd values are not misread.
+    #[test]
+    fn xml_state_markers_and_absence() {
+        let doc = |gpu: &str| {
+            smi_xml(&format!(
+                "<nvidia_smi_log><gpu id=\"0\"><product_name>X</product_name>{gpu}</gpu></nvidia_smi_log>"
+            ))
+            .unwrap()
+            .gpus
+            .remove(0)
+        };
+        assert_eq!(doc("").state, None);
+        let g = doc(
+            "<persistence_mode>N/A</persistence_mode><performance_state>Unknown</performance_state>\
+             <fb_memory_usage><used>[N/A]</used></fb_memory_usage>\
+             <power_readings><power_state>P2</power_state><power_draw>Not Supported</power_draw>\
+             <power_limit>-5.00 W</power_limit><enforced_power_limit>250.00 W</enforced_power_limit></power_readings>\
+             <clocks_throttle_reasons><clocks_throttle_reason_gpu_idle>N/A</clocks_throttle_reason_gpu_idle>\
+             <clocks_throttle_reason_unknown>Active</clocks_throttle_reason_unknown></clocks_throttle_reasons>\
+             <temperature><gpu_temp>N/A</gpu_temp><gpu_temp_slow_threshold>-2 C</gpu_temp_slow_threshold></temperature>\
+             <processes>N/A</processes>",
+        );
+        let s = g.state.unwrap();
+        assert_eq!(s.pstate.as_deref(), Some("P2"), "from power_state");
+        assert_eq!(s.power_limit_w, Some(250.0));
+        assert_eq!(
+            (
+                s.memory_used_mib,
+                s.power_draw_w,
+                s.temperature_c,
+                s.temperature_slowdown_c
+            ),
+            (None, None, None, None)
+        );
+        assert_eq!((s.persistence_mode, s.throttle, s.processes), (None, None, None));
+        let g = doc(
+            "<processes><process_info><pid>N/A</pid></process_info></processes>\
+             <clocks_event_reasons><clocks_event_reason_hw_slowdown>Active</clocks_event_reason_hw_slowdown>\
+             <clocks_event_reason_hw_thermal_slowdown>Active</clocks_event_reason_hw_thermal_slowdown></clocks_event_reasons>",
+        );
+        let s = g.state.unwrap();
+        assert_eq!(s.processes, None, "listed but unreadable is not none");
+        assert_eq!(s.throttle, Some(vec![Throttle::HwSlowdown, Throttle::HwThermal]));
+        assert_eq!(doc("<processes />").state.unwrap().processes, Some(vec![]));
     }
 
     #[test]

@@ -1,16 +1,23 @@
-//! `nvidia-smi topo -m`: the GPU-to-GPU part of the connection matrix.
+//! `nvidia-smi topo -m`: the connection matrix, GPU to GPU and GPU to NIC, and each GPU's
+//! CPU and NUMA affinity.
 //!
 //! The output is a header row of device labels (`GPU0 GPU1 ... NIC0 ... CPU Affinity NUMA
-//! Affinity GPU NUMA ID`), one row per device, then a legend. Cells are separated by tabs
-//! on a terminal but by spaces in many pastes, newer drivers underline the header with
-//! ANSI escapes, NIC rows may be trimmed, and the legend may be missing. What is read:
-//! the header's device labels (up to the first word that is not one, `CPU`), the rows
-//! labelled `GPU<n>`, and of each row the cells under the `GPU<n>` columns. NIC rows and
-//! columns, affinities and the legend are ignored.
+//! Affinity GPU NUMA ID`), one row per device, then a legend and, on drivers that label
+//! NICs `NIC<n>`, a `NIC Legend:` naming each (`NIC0: mlx5_0`). Cells are separated by
+//! tabs on a terminal but by spaces in many pastes, newer drivers underline the header with
+//! ANSI escapes, NIC rows may be trimmed, and the legend may be missing. What is read: the
+//! header's device labels (up to the first word that is not one, `CPU`), the rows labelled
+//! `GPU<n>`, and of each row the cells under every device column (GPU columns into the
+//! GPU matrix, the others, `NIC0` or `mlx5_0` on old drivers, into the NIC matrix), then
+//! the affinity cells the header names after the devices; and the NIC legend. NIC rows
+//! (the same links seen from the NIC) and the GPU NUMA ID column are not kept.
+//!
+//! Must not: judge the links (whether SYS between GPUs is a problem is for the checks).
 
-use crate::host::types::{Link, Topology};
+use crate::host::types::{Link, TopoNic, Topology};
 
-/// Parses the GPU x GPU matrix of `nvidia-smi topo -m`.
+/// Parses the matrix of `nvidia-smi topo -m`: GPU x GPU, GPU x NIC, and each GPU's
+/// affinity (`None` for `N/A`, or where a trimmed capture has no such cell).
 ///
 /// Errors when there is no matrix (`nvidia-smi` printed an error instead), when a GPU has
 /// a column but no row, when a row is short, when a cell is not a known link, or when the
@@ -36,9 +43,18 @@ pub fn smi_topo(text: &str) -> Result<Topology, String> {
         .filter(|(_, label)| gpu_number(label).is_some())
         .map(|(i, label)| (i, *label))
         .collect();
+    // Every other device column is a NIC (`NIC0`; `mlx5_0` before NIC labels existed).
+    let nic_columns: Vec<(usize, &str)> = columns
+        .iter()
+        .enumerate()
+        .filter(|(_, label)| gpu_number(label).is_none())
+        .map(|(i, label)| (i, *label))
+        .collect();
+    let affinity = affinity_columns(&lines[header_at][columns.len()..]);
 
-    let mut links: Vec<Option<Vec<Link>>> = vec![None; gpu_columns.len()];
-    for words in &lines[header_at + 1..] {
+    let mut links: Vec<Option<Row>> = vec![None; gpu_columns.len()];
+    let raw: Vec<&str> = clean.lines().collect();
+    for (words, raw) in lines.iter().zip(&raw).skip(header_at + 1) {
         let Some((label, cells)) = words.split_first() else {
             continue;
         };
@@ -56,23 +72,36 @@ pub fn smi_topo(text: &str) -> Result<Topology, String> {
                 columns.len()
             ));
         }
-        let row_links = gpu_columns
-            .iter()
-            .map(|(col, col_label)| {
-                let cell = cells[*col];
-                parse_link(cell)
-                    .ok_or_else(|| format!("row {label}, column {col_label}: unknown link `{cell}`"))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let read = |of: &[(usize, &str)]| {
+            of.iter()
+                .map(|(col, col_label)| {
+                    let cell = cells[*col];
+                    parse_link(cell)
+                        .ok_or_else(|| format!("row {label}, column {col_label}: unknown link `{cell}`"))
+                })
+                .collect::<Result<Vec<_>, _>>()
+        };
+        let rest = affinity_cells(raw, cells, columns.len());
+        let cell = |at: Option<usize>| {
+            at.and_then(|i| rest.get(i))
+                .filter(|c| !c.is_empty() && **c != "N/A")
+                .map(|c| c.to_string())
+        };
         if links[row].is_none() {
-            links[row] = Some(row_links);
+            links[row] = Some(Row {
+                gpus: read(&gpu_columns)?,
+                nics: read(&nic_columns)?,
+                cpu: cell(affinity.cpu),
+                numa: cell(affinity.numa),
+            });
         }
     }
 
-    let mut matrix = Vec::with_capacity(links.len());
+    let mut rows = Vec::with_capacity(links.len());
     for ((_, label), row) in gpu_columns.iter().zip(links) {
-        matrix.push(row.ok_or_else(|| format!("{label} has a column in the matrix but no row"))?);
+        rows.push(row.ok_or_else(|| format!("{label} has a column in the matrix but no row"))?);
     }
+    let matrix: Vec<Vec<Link>> = rows.iter().map(|r| r.gpus.clone()).collect();
     for (i, row) in matrix.iter().enumerate() {
         for (j, link) in row.iter().enumerate() {
             if (i == j) != (*link == Link::SelfLink) {
@@ -83,11 +112,108 @@ pub fn smi_topo(text: &str) -> Result<Topology, String> {
             }
         }
     }
+    let legend = nic_legend(&lines);
+    let nics = nic_columns
+        .iter()
+        .map(|(_, label)| TopoNic {
+            label: label.to_string(),
+            device: legend
+                .iter()
+                .find(|(l, _)| l == label)
+                .map(|(_, d)| d.to_string()),
+        })
+        .collect();
+    let nic_links = if nic_columns.is_empty() {
+        Vec::new()
+    } else {
+        rows.iter().map(|r| r.nics.clone()).collect()
+    };
+    let any = |f: fn(&Row) -> &Option<String>| rows.iter().any(|r| f(r).is_some());
+    // No affinity column at all (or all `N/A`) reads as empty, not a list of unknowns.
+    let cpu_affinity = if any(|r| &r.cpu) {
+        rows.iter().map(|r| r.cpu.clone()).collect()
+    } else {
+        Vec::new()
+    };
+    let numa_affinity = if any(|r| &r.numa) {
+        rows.iter().map(|r| r.numa.clone()).collect()
+    } else {
+        Vec::new()
+    };
     Ok(Topology {
         gpus: gpu_columns.iter().map(|(_, l)| l.to_string()).collect(),
         links: matrix,
-        ..Topology::default()
+        nics,
+        nic_links,
+        cpu_affinity,
+        numa_affinity,
     })
+}
+
+/// One GPU row as read.
+#[derive(Clone)]
+struct Row {
+    gpus: Vec<Link>,
+    nics: Vec<Link>,
+    cpu: Option<String>,
+    numa: Option<String>,
+}
+
+/// Where the affinity cells sit among a row's cells after the device columns.
+struct Affinity {
+    cpu: Option<usize>,
+    numa: Option<usize>,
+}
+
+/// The cells of a GPU row after its link cells, in the header's order.
+///
+/// A tab-separated row keeps its empty cells (Windows leaves both affinities empty:
+/// `GPU0\t X \t\t\t\tN/A`), so it is split at tabs; the affinity cells come first, in the
+/// header's order, then nvidia-smi's padding and the GPU NUMA ID. A pasted row whose tabs
+/// became spaces cannot show an empty cell: its words are taken in order (affinity cells
+/// hold no spaces), and a trimmed row simply has fewer.
+fn affinity_cells<'a>(raw: &'a str, words: &[&'a str], devices: usize) -> Vec<&'a str> {
+    let tabbed: Vec<&str> = raw.split('\t').map(str::trim).collect();
+    // The label, then one cell per device.
+    if tabbed.len() > devices + 1 {
+        return tabbed[devices + 1..].to_vec();
+    }
+    words.get(devices..).map(<[&str]>::to_vec).unwrap_or_default()
+}
+
+/// Reads the header's words after the device labels (`CPU Affinity NUMA Affinity GPU NUMA
+/// ID`) as column names, each a cell of the rows: which one is which. A header without
+/// them (a trimmed capture) has no affinity cells.
+fn affinity_columns(words: &[&str]) -> Affinity {
+    let mut names: Vec<String> = Vec::new();
+    let mut current: Vec<&str> = Vec::new();
+    for w in words {
+        current.push(w);
+        // Each column's name ends with `Affinity` or `ID`.
+        if *w == "Affinity" || *w == "ID" {
+            names.push(current.join(" "));
+            current.clear();
+        }
+    }
+    let at = |name: &str| names.iter().position(|n| n == name);
+    Affinity {
+        cpu: at("CPU Affinity"),
+        numa: at("NUMA Affinity"),
+    }
+}
+
+/// `(NIC0, mlx5_0)` for each line `NIC0: mlx5_0` after a `NIC Legend:` line.
+fn nic_legend<'a>(lines: &[Vec<&'a str>]) -> Vec<(&'a str, &'a str)> {
+    let Some(start) = lines.iter().position(|w| w.as_slice() == ["NIC", "Legend:"]) else {
+        return Vec::new();
+    };
+    lines[start + 1..]
+        .iter()
+        .filter_map(|words| match words.as_slice() {
+            [label, device] => Some((label.strip_suffix(':')?, *device)),
+            _ => None,
+        })
+        .collect()
 }
 
 /// The header names devices and starts with `GPU0`; a row starting `GPU0` is followed by a
@@ -184,6 +310,144 @@ mod tests {
         let t = smi_topo(fixture!("nvidia-smi-topo-m/1x-l4-ansi-header.txt")).unwrap();
         square(&t, 1);
         assert_eq!(t.gpus, vec!["GPU0".to_string()]);
+    }
+
+    fn some(v: &[&str]) -> Vec<Option<String>> {
+        v.iter().map(|s| Some(s.to_string())).collect()
+    }
+
+    #[test]
+    fn h100_nics_legend_and_affinity() {
+        let t = smi_topo(fixture!("nvidia-smi-topo-m/8x-h100-sxm-nv18-4nic.txt")).unwrap();
+        let labels: Vec<_> = t.nics.iter().map(|n| n.label.as_str()).collect();
+        assert_eq!(labels, ["NIC0", "NIC1", "NIC2", "NIC3"]);
+        assert_eq!(t.nics[2].device.as_deref(), Some("mlx5_2"));
+        assert_eq!(t.nic_links.len(), 8);
+        assert_eq!(t.nic_links[0], vec![Pxb, Node, Sys, Sys]);
+        assert_eq!(t.nic_links[7], vec![Sys, Sys, Node, Pxb]);
+        assert_eq!(t.cpu_affinity[0].as_deref(), Some("0-55,112-167"));
+        assert_eq!(t.cpu_affinity[4].as_deref(), Some("56-111,168-223"));
+        assert_eq!(t.numa_affinity, some(&["0", "0", "0", "0", "1", "1", "1", "1"]));
+    }
+
+    /// A real paste: every GPU pair across the CPU interconnect, two NICs behind GPU6's
+    /// host bridge, no legend (so no NIC device names), NIC rows trimmed.
+    #[test]
+    fn rtx_4090_sys_with_nics_no_legend() {
+        let t = smi_topo(fixture!(
+            "nvidia-smi-topo-m/8x-geforce-rtx-4090-pcie-sys-phb-pix-2nic-no-legend.txt"
+        ))
+        .unwrap();
+        square(&t, 8);
+        for (i, row) in t.links.iter().enumerate() {
+            for (j, l) in row.iter().enumerate() {
+                assert_eq!(*l, if i == j { SelfLink } else { Sys }, "{i},{j}");
+            }
+        }
+        assert_eq!(
+            t.nics,
+            vec![
+                TopoNic {
+                    label: "NIC0".into(),
+                    device: None
+                },
+                TopoNic {
+                    label: "NIC1".into(),
+                    device: None
+                }
+            ]
+        );
+        for (i, row) in t.nic_links.iter().enumerate() {
+            let expected = if i == 6 { Phb } else { Sys };
+            assert_eq!(row, &vec![expected, expected], "GPU{i}");
+        }
+        assert_eq!(t.numa_affinity, some(&["0", "0", "0", "0", "1", "1", "1", "1"]));
+        assert_eq!(t.cpu_affinity[7].as_deref(), Some("56-111,168-223"));
+    }
+
+    #[test]
+    fn five_gpus_two_numa_nodes_spaces() {
+        let t = smi_topo(fixture!(
+            "nvidia-smi-topo-m/5x-gpu-mixed-sys-phb-node-dual-numa-spaces.txt"
+        ))
+        .unwrap();
+        square(&t, 5);
+        assert_eq!(t.links[1], vec![Sys, SelfLink, Phb, Node, Node]);
+        assert!(t.nics.is_empty() && t.nic_links.is_empty());
+        assert_eq!(t.numa_affinity, some(&["1", "0", "0", "0", "0"]));
+        assert_eq!(t.cpu_affinity[0].as_deref(), Some("8-15,24-31"));
+        assert_eq!(t.cpu_affinity[1].as_deref(), Some("0-7,16-23"));
+    }
+
+    #[test]
+    fn h100_matrix_only() {
+        let t = smi_topo(fixture!("nvidia-smi-topo-m/8x-h100-sxm-nv18-matrix-only.txt")).unwrap();
+        square(&t, 8);
+        assert_eq!(t.links[3][5], NvLink(18));
+        assert!(t.nics.is_empty());
+        assert_eq!(t.numa_affinity, some(&["0", "0", "0", "0", "1", "1", "1", "1"]));
+        assert_eq!(t.cpu_affinity[4].as_deref(), Some("48-95,144-191"));
+    }
+
+    #[test]
+    fn rtx_5090_pair_threadripper() {
+        let t = smi_topo(fixture!(
+            "nvidia-smi-topo-m/2x-geforce-rtx-5090-phb-threadripper.txt"
+        ))
+        .unwrap();
+        square(&t, 2);
+        assert_eq!(t.links[0][1], Phb);
+        assert_eq!(t.cpu_affinity, some(&["0-63", "0-63"]));
+        assert_eq!(t.numa_affinity, some(&["0", "0"]));
+    }
+
+    /// Old drivers: `mlx5_0` as the NIC label, only a CPU affinity column, `N/A` cells.
+    #[test]
+    fn old_labels_and_missing_affinity() {
+        let t = smi_topo(fixture!("nvidia-smi-topo-m/4x-tesla-k80-soc-pix-old-driver.txt")).unwrap();
+        assert_eq!(t.cpu_affinity[2].as_deref(), Some("12-23,36-47"));
+        assert!(t.numa_affinity.is_empty(), "no NUMA column");
+        let t = smi_topo(
+            "\tGPU0\tGPU1\tmlx5_0\tCPU Affinity\tNUMA Affinity\n\
+             GPU0\t X \tSYS\tPIX\t0-7\tN/A\n\
+             GPU1\tSYS\t X \tSYS\tN/A\tN/A\n\
+             mlx5_0\tPIX\tSYS\t X \n",
+        )
+        .unwrap();
+        assert_eq!(
+            t.nics,
+            vec![TopoNic {
+                label: "mlx5_0".into(),
+                device: None
+            }]
+        );
+        assert_eq!(t.nic_links, vec![vec![Pix], vec![Sys]]);
+        assert_eq!(t.cpu_affinity, vec![Some("0-7".to_string()), None]);
+        assert!(t.numa_affinity.is_empty(), "all N/A");
+        // Trimmed rows: the matrix is whole, the affinity cells are not there.
+        let t = smi_topo("GPU0 GPU1 CPU Affinity NUMA Affinity\nGPU0 X NV4\nGPU1 NV4 X\n").unwrap();
+        assert_eq!(t.links[0][1], NvLink(4));
+        assert!(t.cpu_affinity.is_empty() && t.numa_affinity.is_empty());
+        // An unknown NIC cell is as wrong as an unknown GPU cell.
+        let e = smi_topo("\tGPU0\tNIC0\nGPU0\t X \tFOO\n").unwrap_err();
+        assert!(e.contains("column NIC0"), "{e}");
+    }
+
+    /// Windows leaves both affinity cells empty: the GPU NUMA ID's `N/A` after them is not
+    /// read as a CPU affinity.
+    #[test]
+    fn empty_tabbed_affinity_cells() {
+        let t = smi_topo("\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\nGPU0\t X \tPHB\t\t1\t\tN/A\nGPU1\tPHB\t X \t\t1\t\tN/A\n")
+            .unwrap();
+        assert!(t.cpu_affinity.is_empty(), "{:?}", t.cpu_affinity);
+        assert_eq!(t.numa_affinity, some(&["1", "1"]));
+    }
+
+    #[test]
+    fn single_gpu_affinity() {
+        let t = smi_topo(fixture!("nvidia-smi-topo-m/1x-l4-ansi-header.txt")).unwrap();
+        assert_eq!(t.cpu_affinity, some(&["0-15"]));
+        assert_eq!(t.numa_affinity, some(&["0"]));
     }
 
     #[test]
