@@ -223,7 +223,8 @@ pub(super) fn gpu_interconnect(db: &Db, host: &HostReport) -> Check {
             ),
         );
     }
-    // A GPU with fewer active links than its peers has a link down.
+    // A GPU with some links up, but fewer than its peers, has a link down. One with none up
+    // is not bridged at all, which the pairs above already say.
     if let Some(lanes) = &host.nvlink {
         let active: Vec<(u32, usize, usize)> = lanes
             .value
@@ -232,7 +233,7 @@ pub(super) fn gpu_interconnect(db: &Db, host: &HostReport) -> Check {
             .collect();
         if let Some(most) = active.iter().map(|(_, a, _)| *a).max().filter(|m| *m > 0) {
             for (gpu, a, total) in &active {
-                if *a < most {
+                if *a > 0 && *a < most {
                     f.add(
                         Verdict::Warn,
                         format!(

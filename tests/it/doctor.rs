@@ -957,3 +957,45 @@ fn acceptance_hosts_replay_their_facts() {
     assert_eq!(host["nvlink"]["source"], "nvidia-smi nvlink -s");
     assert_eq!(host["nvswitches"]["value"], 0);
 }
+
+/// The three deliveries that passed wrongly before: each now warns, naming what is wrong,
+/// and an order that asks for what they lack fails.
+#[test]
+fn the_three_real_failures_warn() {
+    // An RTX 4090 (Gen4) in a Gen3 slot: "full width" was a pass.
+    let (_, doc) = doctor_json("1x-4090-gen3-slot", &[]);
+    assert_eq!(verdict(&doc, "pcie-link"), "warn");
+    assert!(
+        reason(&doc, "pcie-link").starts_with("GPU 0 is a PCIe Gen4 card in a Gen3 slot"),
+        "{}",
+        reason(&doc, "pcie-link")
+    );
+    // Eight RTX 4090s, every pair across NUMA nodes (SYS): nothing was said.
+    let (_, doc) = doctor_json("8x-4090-sys", &[]);
+    assert_eq!(verdict(&doc, "gpu-interconnect"), "warn");
+    assert!(reason(&doc, "gpu-interconnect").starts_with("28 of 28 GPU pairs have no direct PCIe path"));
+    // Four A100s with NVLink on one pair of six: an info line, not a check.
+    let (_, doc) = doctor_json("4x-a100-nvlink-one-pair", &[]);
+    assert_eq!(verdict(&doc, "gpu-interconnect"), "warn");
+    let r = reason(&doc, "gpu-interconnect");
+    assert!(
+        r.starts_with("NVLink on 1 of 6 GPU pairs (GPU0-GPU1 NV12)"),
+        "{r}"
+    );
+    // GPUs 2 and 3 have no bridge at all: not "a link down".
+    assert!(!r.contains("a link is down"), "{r}");
+
+    for (host_name, flag, value) in [
+        ("1x-4090-gen3-slot", "--expect-pcie-gen", "4"),
+        ("8x-4090-sys", "--expect-nvlink", "all"),
+        ("4x-a100-nvlink-one-pair", "--expect-nvlink", "all"),
+    ] {
+        let run = gpuenv(&["check", "--host-facts", &host(host_name), flag, value]);
+        assert_eq!(run.code, 1, "{host_name}: {}", run.stdout);
+        assert!(
+            run.stdout.contains("not accepted: 1 failed"),
+            "{host_name}: {}",
+            run.stdout
+        );
+    }
+}
