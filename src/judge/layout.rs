@@ -1,7 +1,7 @@
 //! The machine's layout as delivered: how the GPUs are linked (PCIe, NVLink, NVSwitch), the
 //! network (RDMA, NICs), the disks (system apart from data, and what they are), the CPU's
 //! model and sockets, the driver's CUDA and the container runtime; the facts read the same
-//! way for acceptance items (here) and for `doctor`'s checks ([`super::delivery`]).
+//! way for acceptance items (here) and for `doctor`'s checks (`judge::delivery`).
 //!
 //! Owns: which mount is the system disk and which the data disk, a GPU's PCIe capability,
 //! the GPU pairs of a topology, how Docker hands GPUs to containers, and the acceptance
