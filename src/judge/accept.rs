@@ -63,6 +63,13 @@ pub struct Acceptance {
     pub rule: String,
 }
 
+/// How many items failed, and how many were decided by an override: what stands between
+/// the order and "accepted".
+pub fn tally(items: &[Acceptance]) -> (usize, usize) {
+    let count = |v: AcceptVerdict| items.iter().filter(|x| x.verdict == v).count();
+    (count(AcceptVerdict::Fail), count(AcceptVerdict::Overridden))
+}
+
 /// The `GPUENV_*` variable whose value can decide `item`, if any.
 pub fn override_for(item: Item) -> Option<&'static str> {
     match item {

@@ -23,7 +23,7 @@ mod delivery;
 pub mod layout;
 pub mod order;
 
-pub use accept::{AcceptVerdict, Acceptance, accept, override_for};
+pub use accept::{AcceptVerdict, Acceptance, accept, override_for, tally};
 pub use order::{Expect, Item, OrderError, Size, parse_order};
 
 /// Every doctor check id: part of the JSON contract, snapshotted in

@@ -433,14 +433,7 @@ fn order_line(acceptance: &[Acceptance]) -> (String, &'static str) {
             "none",
         );
     }
-    let failed = acceptance
-        .iter()
-        .filter(|x| x.verdict == AcceptVerdict::Fail)
-        .count();
-    let over = acceptance
-        .iter()
-        .filter(|x| x.verdict == AcceptVerdict::Overridden)
-        .count();
+    let (failed, over) = crate::judge::tally(acceptance);
     if failed == 0 && over == 0 {
         ("ACCEPTED: every item holds".into(), "pass")
     } else {

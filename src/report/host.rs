@@ -472,14 +472,7 @@ pub fn check(
                 }
             }
         }
-        let failed = acceptance
-            .iter()
-            .filter(|x| x.verdict == AcceptVerdict::Fail)
-            .count();
-        let over = acceptance
-            .iter()
-            .filter(|x| x.verdict == AcceptVerdict::Overridden)
-            .count();
+        let (failed, over) = crate::judge::tally(acceptance);
         match (failed, over) {
             (0, 0) => writeln!(out, "accepted: every item holds")?,
             _ => writeln!(
