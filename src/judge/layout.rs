@@ -14,8 +14,9 @@ use super::accept::{Acceptance, TOLERANCE, conversion, item, kib_to_gb, num};
 use super::order::{DiskKind, Expect, Item, NvlinkWant, Rate, Size, TopologyWant};
 use crate::host::{DiskMedia, DockerProbe, GpuInfo, HostReport, Link, Mount, Topology};
 
-/// Filesystems that hold no data of their own (memory-backed, views of others, firmware).
-fn holds_data(m: &Mount) -> bool {
+/// A filesystem that holds data of its own (not memory-backed, a view of another, the
+/// firmware's partition or the boot partition).
+pub fn holds_data(m: &Mount) -> bool {
     !matches!(
         m.fstype.as_str(),
         "tmpfs" | "devtmpfs" | "overlay" | "squashfs" | "proc" | "sysfs" | "efivarfs" | "vfat" | "ramfs"

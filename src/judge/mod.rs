@@ -318,21 +318,8 @@ fn gb(kib: u64) -> f64 {
 /// The filesystem checkpoints would go to: the largest local filesystem other than `/`
 /// when there is one (a separate data disk), else the largest network one, else `/`.
 pub fn data_disk(host: &HostReport) -> Option<&crate::host::Mount> {
-    let real = |m: &&crate::host::Mount| {
-        !matches!(
-            m.fstype.as_str(),
-            "tmpfs" | "devtmpfs" | "overlay" | "squashfs" | "proc" | "sysfs" | "efivarfs" | "vfat"
-        ) && !m.mount.starts_with("/boot")
-            && !m.mount.starts_with("/snap")
-    };
-    let network = |m: &crate::host::Mount| {
-        m.fstype.starts_with("nfs")
-            || m.fstype.starts_with("fuse")
-            || matches!(
-                m.fstype.as_str(),
-                "cifs" | "smb3" | "ceph" | "lustre" | "gpfs" | "9p"
-            )
-    };
+    let real = |m: &&crate::host::Mount| layout::holds_data(m);
+    let network = layout::is_network;
     let root = host.mounts.iter().find(|m| m.mount == "/");
     let others = || {
         host.mounts
