@@ -40,6 +40,7 @@ pub mod interrupt;
 pub mod judge;
 pub mod model;
 pub mod net;
+pub mod plan;
 pub mod process;
 pub mod project;
 pub mod registry;

@@ -1,0 +1,156 @@
+//! The typed inputs and outputs of a plan, shared by the estimate, the fit and the command.
+
+use serde::{Deserialize, Serialize};
+
+/// What the model is, as far as memory goes. `params` is exact when read from a config;
+/// the architecture numbers are `None` when only a count was given (`--params 7B`), and
+/// the terms that need them (activations, the KV cache) then say so in their assumption.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ModelShape {
+    /// Total parameters (every expert of an MoE).
+    pub params: u64,
+    /// Parameters that take part in one token's forward pass (MoE: the active experts);
+    /// equal to `params` for dense models.
+    pub active_params: u64,
+    /// Transformer layers.
+    pub layers: Option<u32>,
+    /// Hidden size.
+    pub hidden: Option<u32>,
+    /// Attention heads.
+    pub heads: Option<u32>,
+    /// Key/value heads (grouped-query attention); `heads` when not grouped.
+    pub kv_heads: Option<u32>,
+    /// Size of one head (`hidden / heads` unless the config says).
+    pub head_dim: Option<u32>,
+    /// Vocabulary size.
+    pub vocab: Option<u32>,
+    /// Where the numbers came from: `--params 7B`, the config file's path, the compat-db
+    /// record's id.
+    pub source: String,
+}
+
+/// How the model is used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Method {
+    /// Forward passes only, with a KV cache.
+    Inference,
+    /// Every weight trained.
+    Full,
+    /// Low-rank adapters on frozen weights.
+    Lora,
+    /// LoRA on 4-bit quantized frozen weights.
+    Qlora,
+}
+
+/// The number format of the weights and the arithmetic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    /// 4 bytes.
+    Fp32,
+    /// 2 bytes.
+    Bf16,
+    /// 2 bytes.
+    Fp16,
+    /// 16-bit weights and activations with an fp32 master copy (mixed precision).
+    Mixed,
+    /// 1 byte.
+    Fp8,
+    /// 1 byte.
+    Int8,
+    /// Half a byte.
+    Int4,
+}
+
+/// The optimizer, for its states per trained parameter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Optimizer {
+    /// Adam with decoupled weight decay: two fp32 moments.
+    Adamw,
+    /// bitsandbytes' 8-bit AdamW: two 1-byte moments.
+    Adamw8bit,
+    /// SGD with momentum: one fp32 buffer.
+    Sgd,
+    /// Adafactor: factored second moments, about one value per row and column.
+    Adafactor,
+}
+
+/// Data-parallel sharding of model states across the GPUs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Shard {
+    /// Every GPU holds everything.
+    None,
+    /// Optimizer states sharded.
+    Zero1,
+    /// Optimizer states and gradients sharded.
+    Zero2,
+    /// Optimizer states, gradients and weights sharded.
+    Zero3,
+    /// PyTorch FSDP (full sharding): as ZeRO-3.
+    Fsdp,
+}
+
+/// The settings of a plan.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Settings {
+    /// What is done with the model.
+    pub method: Method,
+    /// Number format.
+    pub precision: Precision,
+    /// Optimizer (training only).
+    pub optimizer: Optimizer,
+    /// Tokens per sequence.
+    pub seq_len: u32,
+    /// Sequences per GPU per step (micro-batch).
+    pub batch: u32,
+    /// Activation recomputation (gradient checkpointing).
+    pub checkpointing: bool,
+    /// GPUs the model states are sharded over (and data-parallel ranks).
+    pub gpus: u32,
+    /// How model states are sharded over them.
+    pub shard: Shard,
+    /// LoRA rank.
+    pub lora_rank: u32,
+}
+
+/// Bytes per GPU, term by term.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryTerms {
+    /// The model's weights (the share this GPU holds).
+    pub weights: u64,
+    /// Gradients of the trained parameters.
+    pub gradients: u64,
+    /// Optimizer states, with the fp32 master copy under mixed precision.
+    pub optimizer: u64,
+    /// Activations kept for the backward pass (training) or of one forward pass.
+    pub activations: u64,
+    /// The KV cache (inference).
+    pub kv_cache: u64,
+    /// The CUDA context and framework overhead.
+    pub overhead: u64,
+    /// The sum.
+    pub total: u64,
+}
+
+/// One assumption or constant behind the estimate, with where it comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Assumption {
+    /// What it is about (`optimizer states, mixed-precision Adam`).
+    pub what: String,
+    /// Its value as used (`12 bytes per parameter`).
+    pub value: String,
+    /// The paper, document or page it comes from.
+    pub source: String,
+}
+
+/// The estimate: bytes per GPU and what they rest on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Estimate {
+    /// Per GPU.
+    pub per_gpu: MemoryTerms,
+    /// Every assumption, in the order the terms use them.
+    pub assumptions: Vec<Assumption>,
+}
