@@ -8,6 +8,7 @@
 //! network (the caller hands over text), or restate a compatibility rule (the stack comes
 //! from the resolver).
 
+pub mod offers;
 pub mod types;
 
 pub use types::*;

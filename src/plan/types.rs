@@ -154,3 +154,25 @@ pub struct Estimate {
     /// Every assumption, in the order the terms use them.
     pub assumptions: Vec<Assumption>,
 }
+
+/// The stack the resolver answers for a fitting GPU.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FitStack {
+    /// `compatible`, `conditional` or `incompatible`.
+    pub status: String,
+    /// torch build (`2.6.0+cu124`), when one runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub torch: Option<String>,
+    /// Python.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub python: Option<String>,
+    /// The build's CUDA.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda: Option<String>,
+    /// The oldest driver the build runs natively on, for the order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_driver: Option<String>,
+    /// Why none runs, when none does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
+}
