@@ -52,7 +52,8 @@ pub fn estimate(model: &ModelShape, s: &Settings) -> Estimate {
                 "LoRA adapters",
                 format!(
                     "rank {r} on q, k, v and o of every layer, r x (d_in + d_out) each: \
-                     {n} trainable parameters (other targets, such as the MLP, add more)"
+                     {n} trainable parameters (PEFT's usual target; QLoRA's paper adapts \
+                     every linear layer, the MLP's too, which adds more)"
                 ),
                 LORA_PAPER,
             );
@@ -73,7 +74,7 @@ pub fn estimate(model: &ModelShape, s: &Settings) -> Estimate {
         Method::Inference | Method::Full => {
             notes.add(
                 "weights",
-                format!("{} per parameter ({:?})", bytes_text(num, den), s.precision),
+                format!("{} per parameter ({})", bytes_text(num, den), name(s.precision)),
                 "IEEE 754 and bfloat16 widths: fp32 4 bytes, bf16/fp16 2 (mixed precision \
                  computes with 16-bit weights, ZeRO §3.1), fp8/int8 1, int4 half a byte",
             );
@@ -83,9 +84,9 @@ pub fn estimate(model: &ModelShape, s: &Settings) -> Estimate {
             notes.add(
                 "weights",
                 format!(
-                    "the frozen base at {} per parameter ({:?}), the adapters at {adapter_bytes}",
+                    "the frozen base at {} per parameter ({}), the adapters at {adapter_bytes}",
                     bytes_text(num, den),
-                    s.precision
+                    name(s.precision)
                 ),
                 LORA_PAPER,
             );
@@ -125,7 +126,7 @@ pub fn estimate(model: &ModelShape, s: &Settings) -> Estimate {
         notes.add(
             "gradients",
             format!("{grad_bytes} bytes per trained parameter ({trained} trained)"),
-            format!("{ZERO_PAPER}: 16-bit gradients under mixed precision, fp32 otherwise at fp32"),
+            format!("{ZERO_PAPER}: 16-bit gradients under mixed precision; 4 bytes when training in fp32"),
         );
         let master = match s.precision {
             Precision::Mixed | Precision::Fp8 | Precision::Int8 | Precision::Int4 => 4,
@@ -141,8 +142,8 @@ pub fn estimate(model: &ModelShape, s: &Settings) -> Estimate {
             notes.add(
                 "fp32 master copy",
                 format!(
-                    "none: {:?} trains the 16-bit weights directly (choose mixed for an fp32 copy)",
-                    s.precision
+                    "none: {} trains the 16-bit weights directly (choose mixed for an fp32 copy)",
+                    name(s.precision)
                 ),
                 ZERO_PAPER,
             );
@@ -234,9 +235,9 @@ pub fn estimate(model: &ModelShape, s: &Settings) -> Estimate {
         notes.add(
             "sharding",
             format!(
-                "{:?}: {what} divided over {gpus} GPUs; the gather buffers of ZeRO-3/FSDP \
+                "{}: {what} divided over {gpus} GPUs; the gather buffers of ZeRO-3/FSDP \
                  (about one layer) are left out",
-                s.shard
+                name(s.shard)
             ),
             ZERO_SHARDING,
         );
@@ -257,12 +258,10 @@ pub fn estimate(model: &ModelShape, s: &Settings) -> Estimate {
         let layers_part = if s.checkpointing {
             notes.add(
                 "activations (an estimate)",
-                format!(
-                    "full recomputation: each layer's input kept, 2 x s x b x h bytes per layer, \
+                "full recomputation: each layer's input kept, 2 x s x b x h bytes per layer, \
                      plus one layer's activations recomputed during the backward pass, \
                      s x b x h x (34 + 5 x a x s / h) bytes (16-bit, no tensor or sequence \
-                     parallelism, attention scores stored; FlashAttention stores less)"
-                ),
+                     parallelism, attention scores stored; FlashAttention stores less)",
                 KORTHIKANTI,
             );
             l * 2 * seq * batch * h + one_layer
@@ -378,6 +377,11 @@ fn weight_bytes(p: Precision) -> (u128, u128) {
         Precision::Fp8 | Precision::Int8 => (1, 1),
         Precision::Int4 => (1, 2),
     }
+}
+
+/// The lowercase name a setting has on the command line (`bf16`, `zero3`).
+fn name(setting: impl std::fmt::Debug) -> String {
+    format!("{setting:?}").to_lowercase()
 }
 
 fn bytes_text(num: u128, den: u128) -> String {
