@@ -8,7 +8,12 @@
 //! network (the caller hands over text), or restate a compatibility rule (the stack comes
 //! from the resolver).
 
+pub mod estimate;
+pub mod model;
 pub mod offers;
+pub mod reference;
 pub mod types;
 
+pub use estimate::estimate;
+pub use model::{from_hf_config, parse_params};
 pub use types::*;

@@ -24,6 +24,18 @@ pub struct ModelShape {
     pub head_dim: Option<u32>,
     /// Vocabulary size.
     pub vocab: Option<u32>,
+    /// Width of the MLP (one expert's, for an MoE).
+    #[serde(default)]
+    pub intermediate: Option<u32>,
+    /// Experts per MoE layer; `None` for a dense model.
+    #[serde(default)]
+    pub experts: Option<u32>,
+    /// Experts each token is routed to (MoE).
+    #[serde(default)]
+    pub experts_per_token: Option<u32>,
+    /// Whether the output projection shares the input embedding's weights.
+    #[serde(default)]
+    pub tied_embeddings: Option<bool>,
     /// Where the numbers came from: `--params 7B`, the config file's path, the compat-db
     /// record's id.
     pub source: String,
