@@ -1,5 +1,5 @@
-//! The compat database: records of Python, torch, CUDA, cuDNN, drivers, GPUs, images, and
-//! the packages that compile CUDA code when installed.
+//! The compat database: records of Python, torch, CUDA, cuDNN, drivers, GPUs, images, the
+//! packages that compile CUDA code when installed, and the shapes of well-known models.
 //!
 //! Owns: reading `compat-db/` (compiled into the binary, or `--db DIR`), checking it
 //! (strict, typed, every problem with file, line and key), and finding records by name.
@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::PartialDate;
 
-pub use lookup::{Found, GpuMatch, GpuTextError, LookupError, match_gpu, normalize};
+pub use lookup::{Found, GpuMatch, GpuTextError, LookupError, match_gpu, model_key, normalize};
 pub use problem::{KeyPath, Problem, ProblemKind, Seg};
 pub use records::*;
 
@@ -53,11 +53,13 @@ pub enum Kind {
     Image,
     /// `package/flash-attn.toml`
     Package,
+    /// `model/llama-2-70b.toml`
+    Model,
 }
 
 impl Kind {
     /// Every kind, in the order reports list them.
-    pub const ALL: [Kind; 8] = [
+    pub const ALL: [Kind; 9] = [
         Kind::Gpu,
         Kind::Driver,
         Kind::Cuda,
@@ -66,6 +68,7 @@ impl Kind {
         Kind::Torch,
         Kind::Image,
         Kind::Package,
+        Kind::Model,
     ];
 
     /// The directory name, which is also the name on the command line.
@@ -79,6 +82,7 @@ impl Kind {
             Kind::Gpu => "gpu",
             Kind::Image => "image",
             Kind::Package => "package",
+            Kind::Model => "model",
         }
     }
 }
@@ -310,6 +314,8 @@ pub struct Db {
     pub images: Vec<Image>,
     /// Python packages whose installation compiles CUDA code, by name.
     pub packages: Vec<Package>,
+    /// Models, by id.
+    pub models: Vec<Model>,
 }
 
 static EMBEDDED: OnceLock<Result<Db, Vec<Problem>>> = OnceLock::new();
@@ -371,6 +377,8 @@ impl Db {
             image: BTreeMap<String, Image>,
             #[serde(default)]
             package: BTreeMap<String, Package>,
+            #[serde(default)]
+            model: BTreeMap<String, Model>,
         }
         fn ids<T>(map: BTreeMap<String, T>, set: impl Fn(&mut T, String)) -> Vec<T> {
             map.into_iter()
@@ -390,6 +398,7 @@ impl Db {
             gpus: ids(blob.gpu, |r, id| r.id = id),
             images: ids(blob.image, |r, id| r.id = id),
             packages: ids(blob.package, |r, id| r.id = id),
+            models: ids(blob.model, |r, id| r.id = id),
         };
         db.sort();
         Some(db)
@@ -405,6 +414,7 @@ impl Db {
         self.gpus.sort_by(|a, b| a.id.cmp(&b.id));
         self.images.sort_by(|a, b| a.id.cmp(&b.id));
         self.packages.sort_by(|a, b| a.name.cmp(&b.name));
+        self.models.sort_by(|a, b| a.id.cmp(&b.id));
     }
 
     /// The database in `dir`.
@@ -423,6 +433,7 @@ impl Db {
         let gpus = self.gpus.iter().map(|r| r.checked);
         let images = self.images.iter().map(|r| r.checked);
         let packages = self.packages.iter().map(|r| r.checked);
+        let models = self.models.iter().map(|r| r.checked);
         python
             .chain(torch)
             .chain(cuda)
@@ -431,6 +442,7 @@ impl Db {
             .chain(gpus)
             .chain(images)
             .chain(packages)
+            .chain(models)
             .flatten()
             .max()
     }
@@ -452,6 +464,7 @@ impl Db {
             Kind::Gpu => self.gpus.len(),
             Kind::Image => self.images.len(),
             Kind::Package => self.packages.len(),
+            Kind::Model => self.models.len(),
         }
     }
 }
@@ -522,6 +535,7 @@ mod tests {
         same(&fast.gpus, &checked.gpus);
         same(&fast.images, &checked.images);
         same(&fast.packages, &checked.packages);
+        same(&fast.models, &checked.models);
     }
 
     /// `checked` is the day a record was last checked: a date, read into the record.
