@@ -637,6 +637,82 @@ mod tests {
         );
     }
 
+    fn model_record(body: &str) -> SourceFile {
+        SourceFile {
+            path: "model/llama-2-70b.toml".into(),
+            text: Some(Cow::Owned(format!(
+                "name = \"Llama-2-70B\"\nmodel_type = \"llama\"\nlayers = 80\nhidden = 8192\nheads = 64\n\
+                 kv_heads = 8\nintermediate = 28672\nvocab = 32000\ntied_embeddings = false\n{body}\n\
+                 checked = \"2026-12-01\"\n[[sources]]\nurl = \"https://huggingface.co/meta-llama/Llama-2-70b-hf\"\n"
+            ))),
+        }
+    }
+
+    /// The count of a model's weights follows from its shape; a record that says otherwise
+    /// is refused, and so is a mixture without its experts.
+    #[test]
+    fn model_params_must_be_the_count_of_the_shape() {
+        let db = Db::load(&[model_record("params = 68976648192")]).expect("the right count loads");
+        assert_eq!(db.models[0].params_from_shape(), Some(68_976_648_192));
+        assert_eq!(db.models[0].active_params_from_shape(), None);
+        for wrong in ["params = 70000000000", "params = 68976648193"] {
+            let problems = lint(&[model_record(wrong)]);
+            assert!(
+                problems
+                    .iter()
+                    .any(|p| p.key.to_string() == "params" && p.kind == ProblemKind::Inconsistent),
+                "{wrong}: {problems:?}"
+            );
+        }
+        // Tied embeddings drop the output head: vocab x hidden fewer.
+        let tied = model_record("params = 68714504192").text.unwrap().replace("= false", "= true");
+        let tied = SourceFile { path: "model/llama-2-70b.toml".into(), text: Some(Cow::Owned(tied)) };
+        assert!(Db::load(&[tied]).is_ok());
+        // Experts on a dense type, kv heads that do not divide the heads, a zero.
+        let problems = lint(&[model_record("params = 68976648192\nexperts = 8")]);
+        assert!(problems.iter().any(|p| p.key.to_string() == "experts"), "{problems:?}");
+        let problems = lint(&[model_record("params = 68976648192\nhead_dim = 0")]);
+        assert!(problems.iter().any(|p| p.key.to_string() == "head_dim"), "{problems:?}");
+        let problems = lint(&[model_record("params = 1").text.unwrap().replace("kv_heads = 8", "kv_heads = 7")]
+            .map(|t| SourceFile { path: "model/llama-2-70b.toml".into(), text: Some(Cow::Owned(t)) }));
+        assert!(problems.iter().any(|p| p.key.to_string() == "kv_heads"), "{problems:?}");
+    }
+
+    /// Qwen2 counts its q/k/v biases; Mixtral its experts and router, and its active share.
+    #[test]
+    fn model_counts_by_type() {
+        let db = Db::embedded().expect("loads");
+        let get = |id: &str| db.models.iter().find(|m| m.id == id).expect(id);
+        assert_eq!(get("qwen2-5-7b").params_from_shape(), Some(7_615_616_512));
+        assert_eq!(get("mixtral-8x7b").params_from_shape(), Some(46_702_792_704));
+        assert_eq!(get("mixtral-8x7b").active_params_from_shape(), Some(12_879_925_248));
+        for m in &db.models {
+            assert_eq!(m.params_from_shape(), Some(m.params), "{}", m.id);
+        }
+    }
+
+    /// `bf16_tflops` and `fp8_tflops`, where given, are positive.
+    #[test]
+    fn gpu_tflops_must_be_positive() {
+        let gpu = |v: &str| SourceFile {
+            path: "gpu/h100-sxm.toml".into(),
+            text: Some(Cow::Owned(format!(
+                "name = \"H100 SXM\"\narchitecture = \"hopper\"\ncompute_capability = \"9.0\"\nmemory_gib = 80\n\
+                 form_factor = \"sxm5\"\nsegment = \"datacenter\"\nforward_compat = true\n{v}\n\
+                 checked = \"2026-12-01\"\n[[sources]]\nurl = \"https://www.nvidia.com/en-us/data-center/h100/\"\n"
+            ))),
+        };
+        assert!(Db::load(&[gpu("bf16_tflops = 989.5\nfp8_tflops = 1979")]).is_ok());
+        for bad in ["bf16_tflops = 0", "bf16_tflops = -1.5", "fp8_tflops = 0.0", "bf16_tflops = nan"] {
+            let problems = lint(&[gpu(bad)]);
+            let key = bad.split(' ').next().unwrap();
+            assert!(
+                problems.iter().any(|p| p.key.to_string() == key && p.kind == ProblemKind::BadValue),
+                "{bad}: {problems:?}"
+            );
+        }
+    }
+
     mod erased {
         pub trait Ser {
             fn json(&self) -> String;
