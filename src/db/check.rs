@@ -1389,7 +1389,12 @@ fn check_model_shape(ck: &mut Checker<'_>, idx: usize, m: &Model) {
     {
         if v == 0 {
             whole = false;
-            ck.report(idx, KeyPath::key(key), ProblemKind::BadValue, format!("`{key}` must be at least 1"));
+            ck.report(
+                idx,
+                KeyPath::key(key),
+                ProblemKind::BadValue,
+                format!("`{key}` must be at least 1"),
+            );
         }
     }
     if !whole {
@@ -1400,7 +1405,10 @@ fn check_model_shape(ck: &mut Checker<'_>, idx: usize, m: &Model) {
             idx,
             KeyPath::key("kv_heads"),
             ProblemKind::Inconsistent,
-            format!("{} attention heads do not group evenly over {} key/value heads", m.heads, m.kv_heads),
+            format!(
+                "{} attention heads do not group evenly over {} key/value heads",
+                m.heads, m.kv_heads
+            ),
         );
     }
     if m.head_dim.is_none() && m.hidden % u64::from(m.heads) != 0 {
@@ -1425,9 +1433,15 @@ fn check_model_shape(ck: &mut Checker<'_>, idx: usize, m: &Model) {
         if has != moe {
             mixture_ok = false;
             let message = if moe {
-                format!("a `{}` model is a mixture of experts: `{key}` is required", m.model_type)
+                format!(
+                    "a `{}` model is a mixture of experts: `{key}` is required",
+                    m.model_type
+                )
             } else {
-                format!("`{key}` is for a mixture of experts; a `{}` model is dense", m.model_type)
+                format!(
+                    "`{key}` is for a mixture of experts; a `{}` model is dense",
+                    m.model_type
+                )
             };
             ck.report(idx, KeyPath::key(key), ProblemKind::Inconsistent, message);
         }

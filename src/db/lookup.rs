@@ -790,7 +790,12 @@ impl Db {
             Kind::Model => db
                 .models
                 .iter()
-                .map(|m| (m.id.clone(), format!("{} ({}, {} params)", m.name, m.model_type, m.params)))
+                .map(|m| {
+                    (
+                        m.id.clone(),
+                        format!("{} ({}, {} params)", m.name, m.model_type, m.params),
+                    )
+                })
                 .collect(),
         }
     }
@@ -1165,12 +1170,31 @@ mod tests {
         assert_eq!(model_key("LLAMA_2_70b"), "llama-2-70-b");
         // Digits the name separates stay apart: Qwen2.5-7B is not Qwen2-57B.
         assert_ne!(model_key("Qwen2.5-7B"), model_key("Qwen2-57B"));
-        assert_eq!(model_keys("meta-llama/Llama-2-70b-hf"), ["meta-llama-llama-2-70-b-hf", "llama-2-70-b-hf"]);
-        for name in ["meta-llama/Llama-2-70b-hf", "llama-2-70b", "Llama 2 70B", "Llama-2-70b-hf", "org/llama2-70b"] {
-            assert_eq!(db().model(name).map(|m| m.id.as_str()), Ok("llama-2-70b"), "{name}");
+        assert_eq!(
+            model_keys("meta-llama/Llama-2-70b-hf"),
+            ["meta-llama-llama-2-70-b-hf", "llama-2-70-b-hf"]
+        );
+        for name in [
+            "meta-llama/Llama-2-70b-hf",
+            "llama-2-70b",
+            "Llama 2 70B",
+            "Llama-2-70b-hf",
+            "org/llama2-70b",
+        ] {
+            assert_eq!(
+                db().model(name).map(|m| m.id.as_str()),
+                Ok("llama-2-70b"),
+                "{name}"
+            );
         }
-        assert_eq!(db().model("Qwen/Qwen2.5-7B").map(|m| m.id.as_str()), Ok("qwen2-5-7b"));
-        assert_eq!(db().model("mixtral 8x7b").map(|m| m.id.as_str()), Ok("mixtral-8x7b"));
+        assert_eq!(
+            db().model("Qwen/Qwen2.5-7B").map(|m| m.id.as_str()),
+            Ok("qwen2-5-7b")
+        );
+        assert_eq!(
+            db().model("mixtral 8x7b").map(|m| m.id.as_str()),
+            Ok("mixtral-8x7b")
+        );
         let e = db().model("Llama-2-7OB").unwrap_err();
         assert!(e.to_string().contains("did you mean"), "{e}");
         for name in ["", "/", "é", "卡", "org/"] {

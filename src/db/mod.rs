@@ -665,17 +665,40 @@ mod tests {
             );
         }
         // Tied embeddings drop the output head: vocab x hidden fewer.
-        let tied = model_record("params = 68714504192").text.unwrap().replace("= false", "= true");
-        let tied = SourceFile { path: "model/llama-2-70b.toml".into(), text: Some(Cow::Owned(tied)) };
+        let tied = model_record("params = 68714504192")
+            .text
+            .unwrap()
+            .replace("= false", "= true");
+        let tied = SourceFile {
+            path: "model/llama-2-70b.toml".into(),
+            text: Some(Cow::Owned(tied)),
+        };
         assert!(Db::load(&[tied]).is_ok());
         // Experts on a dense type, kv heads that do not divide the heads, a zero.
         let problems = lint(&[model_record("params = 68976648192\nexperts = 8")]);
-        assert!(problems.iter().any(|p| p.key.to_string() == "experts"), "{problems:?}");
+        assert!(
+            problems.iter().any(|p| p.key.to_string() == "experts"),
+            "{problems:?}"
+        );
         let problems = lint(&[model_record("params = 68976648192\nhead_dim = 0")]);
-        assert!(problems.iter().any(|p| p.key.to_string() == "head_dim"), "{problems:?}");
-        let problems = lint(&[model_record("params = 1").text.unwrap().replace("kv_heads = 8", "kv_heads = 7")]
-            .map(|t| SourceFile { path: "model/llama-2-70b.toml".into(), text: Some(Cow::Owned(t)) }));
-        assert!(problems.iter().any(|p| p.key.to_string() == "kv_heads"), "{problems:?}");
+        assert!(
+            problems.iter().any(|p| p.key.to_string() == "head_dim"),
+            "{problems:?}"
+        );
+        let problems = lint(
+            &[model_record("params = 1")
+                .text
+                .unwrap()
+                .replace("kv_heads = 8", "kv_heads = 7")]
+            .map(|t| SourceFile {
+                path: "model/llama-2-70b.toml".into(),
+                text: Some(Cow::Owned(t)),
+            }),
+        );
+        assert!(
+            problems.iter().any(|p| p.key.to_string() == "kv_heads"),
+            "{problems:?}"
+        );
     }
 
     /// Qwen2 counts its q/k/v biases; Mixtral its experts and router, and its active share.
@@ -685,7 +708,10 @@ mod tests {
         let get = |id: &str| db.models.iter().find(|m| m.id == id).expect(id);
         assert_eq!(get("qwen2-5-7b").params_from_shape(), Some(7_615_616_512));
         assert_eq!(get("mixtral-8x7b").params_from_shape(), Some(46_702_792_704));
-        assert_eq!(get("mixtral-8x7b").active_params_from_shape(), Some(12_879_925_248));
+        assert_eq!(
+            get("mixtral-8x7b").active_params_from_shape(),
+            Some(12_879_925_248)
+        );
         for m in &db.models {
             assert_eq!(m.params_from_shape(), Some(m.params), "{}", m.id);
         }
@@ -703,11 +729,18 @@ mod tests {
             ))),
         };
         assert!(Db::load(&[gpu("bf16_tflops = 989.5\nfp8_tflops = 1979")]).is_ok());
-        for bad in ["bf16_tflops = 0", "bf16_tflops = -1.5", "fp8_tflops = 0.0", "bf16_tflops = nan"] {
+        for bad in [
+            "bf16_tflops = 0",
+            "bf16_tflops = -1.5",
+            "fp8_tflops = 0.0",
+            "bf16_tflops = nan",
+        ] {
             let problems = lint(&[gpu(bad)]);
             let key = bad.split(' ').next().unwrap();
             assert!(
-                problems.iter().any(|p| p.key.to_string() == key && p.kind == ProblemKind::BadValue),
+                problems
+                    .iter()
+                    .any(|p| p.key.to_string() == key && p.kind == ProblemKind::BadValue),
                 "{bad}: {problems:?}"
             );
         }

@@ -357,7 +357,8 @@ fn model_records_are_found_as_people_write_their_names() {
     let run = gpuenv(&["show", "model", "Llama-3-70B"]);
     assert_eq!(run.code, 2);
     assert!(
-        run.stderr.contains("no model record named `Llama-3-70B`; did you mean `Llama-3.1-70B`"),
+        run.stderr
+            .contains("no model record named `Llama-3-70B`; did you mean `Llama-3.1-70B`"),
         "{}",
         run.stderr
     );
