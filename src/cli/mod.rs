@@ -568,6 +568,7 @@ enum KindArg {
     Python,
     Image,
     Package,
+    Model,
 }
 
 impl From<KindArg> for Kind {
@@ -581,6 +582,7 @@ impl From<KindArg> for Kind {
             KindArg::Python => Kind::Python,
             KindArg::Image => Kind::Image,
             KindArg::Package => Kind::Package,
+            KindArg::Model => Kind::Model,
         }
     }
 }

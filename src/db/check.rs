@@ -233,7 +233,8 @@ identified!(
     DriverBranch,
     Gpu,
     Image,
-    Package
+    Package,
+    Model
 );
 
 /// The records read so far, each with the index of its file.
@@ -247,6 +248,7 @@ struct Records {
     gpus: Vec<(usize, Gpu)>,
     images: Vec<(usize, Image)>,
     packages: Vec<(usize, Package)>,
+    models: Vec<(usize, Model)>,
 }
 
 impl Records {
@@ -274,6 +276,7 @@ impl Records {
             Kind::Gpu => into(ck, idx, id, doc, &mut self.gpus),
             Kind::Image => into(ck, idx, id, doc, &mut self.images),
             Kind::Package => into(ck, idx, id, doc, &mut self.packages),
+            Kind::Model => into(ck, idx, id, doc, &mut self.models),
         }
     }
 
@@ -288,6 +291,7 @@ impl Records {
         check_torch(ck, self);
         check_images(ck, self);
         check_packages(ck, &self.packages);
+        check_models(ck, &self.models);
     }
 
     fn into_db(self) -> Db {
@@ -303,6 +307,7 @@ impl Records {
             gpus: strip(self.gpus),
             images: strip(self.images),
             packages: strip(self.packages),
+            models: strip(self.models),
         };
         db.sort();
         db
@@ -605,6 +610,16 @@ fn check_gpus(ck: &mut Checker<'_>, records: &[(usize, Gpu)], drivers: &[(usize,
                 ProblemKind::BadValue,
                 "memory must be a positive number of GiB",
             );
+        }
+        for (key, value) in [("bf16_tflops", g.bf16_tflops), ("fp8_tflops", g.fp8_tflops)] {
+            if value.is_some_and(|v| !(v.is_finite() && v > 0.0)) {
+                ck.report(
+                    idx,
+                    KeyPath::key(key),
+                    ProblemKind::BadValue,
+                    format!("`{key}` must be a positive number of TFLOPS (dense, without sparsity)"),
+                );
+            }
         }
         if g.forward_compat && g.segment == Segment::Consumer {
             ck.report(
@@ -1291,4 +1306,192 @@ fn check_packages(ck: &mut Checker<'_>, records: &[(usize, Package)]) {
         check_package_env(ck, idx, &r.env);
     }
     duplicates(ck, records, |r| normalize_name(&r.name), "name");
+}
+
+/// A model record: its shape is whole and consistent, `params` (and `active_params`) equal
+/// the count the shape gives, and every name finds only its own record.
+fn check_models(ck: &mut Checker<'_>, records: &[(usize, Model)]) {
+    let mut names: HashMap<String, (usize, String)> = HashMap::new();
+    for (idx, m) in records {
+        let idx = *idx;
+        ck.sources(idx, &KeyPath::default(), &m.sources, true);
+        ck.checked(idx, m.checked);
+        ck.stem(idx, &slug(&m.name));
+        check_model_shape(ck, idx, m);
+        let all = std::iter::once((KeyPath::key("name"), &m.name)).chain(
+            m.aliases
+                .iter()
+                .enumerate()
+                .map(|(i, a)| (KeyPath::key("aliases").index(i), a)),
+        );
+        for (key, name) in all {
+            let keys = super::lookup::model_keys(name);
+            if keys.is_empty() {
+                ck.report(idx, key, ProblemKind::BadValue, "a name needs letters or digits");
+                continue;
+            }
+            for k in keys {
+                match names.get(&k) {
+                    Some((other, other_name)) if *other != idx => {
+                        let other_path = ck.files[*other].path.to_string();
+                        ck.report(
+                            idx,
+                            key.clone(),
+                            ProblemKind::DuplicateAlias,
+                            format!("`{name}` also names `{other_name}` in `{other_path}`"),
+                        );
+                        break;
+                    }
+                    Some(_) => {}
+                    None => {
+                        names.insert(k, (idx, m.name.clone()));
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn check_model_shape(ck: &mut Checker<'_>, idx: usize, m: &Model) {
+    if !Model::MODEL_TYPES.contains(&m.model_type.as_str()) {
+        ck.report(
+            idx,
+            KeyPath::key("model_type"),
+            ProblemKind::BadValue,
+            format!(
+                "`{}` is not a model type whose weights gpuenv counts (one of: {})",
+                m.model_type,
+                Model::MODEL_TYPES.join(", ")
+            ),
+        );
+        return;
+    }
+    let sizes = [
+        ("params", m.params),
+        ("layers", u64::from(m.layers)),
+        ("hidden", m.hidden),
+        ("heads", u64::from(m.heads)),
+        ("kv_heads", u64::from(m.kv_heads)),
+        ("intermediate", m.intermediate),
+        ("vocab", m.vocab),
+    ];
+    let optional = [
+        ("head_dim", m.head_dim),
+        ("active_params", m.active_params),
+        ("experts", m.experts.map(u64::from)),
+        ("experts_per_token", m.experts_per_token.map(u64::from)),
+        ("max_position", m.max_position),
+    ];
+    let mut whole = true;
+    for (key, v) in sizes
+        .into_iter()
+        .chain(optional.into_iter().filter_map(|(k, v)| v.map(|v| (k, v))))
+    {
+        if v == 0 {
+            whole = false;
+            ck.report(
+                idx,
+                KeyPath::key(key),
+                ProblemKind::BadValue,
+                format!("`{key}` must be at least 1"),
+            );
+        }
+    }
+    if !whole {
+        return;
+    }
+    if m.heads % m.kv_heads != 0 {
+        ck.report(
+            idx,
+            KeyPath::key("kv_heads"),
+            ProblemKind::Inconsistent,
+            format!(
+                "{} attention heads do not group evenly over {} key/value heads",
+                m.heads, m.kv_heads
+            ),
+        );
+    }
+    if m.head_dim.is_none() && m.hidden % u64::from(m.heads) != 0 {
+        ck.report(
+            idx,
+            KeyPath::key("head_dim"),
+            ProblemKind::MissingKey,
+            format!(
+                "hidden {} is not a multiple of {} heads: give `head_dim` as the config does",
+                m.hidden, m.heads
+            ),
+        );
+    }
+    // Of the types counted, `mixtral` alone is a mixture of experts.
+    let moe = m.model_type == "mixtral";
+    let mut mixture_ok = true;
+    for (key, has) in [
+        ("experts", m.experts.is_some()),
+        ("experts_per_token", m.experts_per_token.is_some()),
+        ("active_params", m.active_params.is_some()),
+    ] {
+        if has != moe {
+            mixture_ok = false;
+            let message = if moe {
+                format!(
+                    "a `{}` model is a mixture of experts: `{key}` is required",
+                    m.model_type
+                )
+            } else {
+                format!(
+                    "`{key}` is for a mixture of experts; a `{}` model is dense",
+                    m.model_type
+                )
+            };
+            ck.report(idx, KeyPath::key(key), ProblemKind::Inconsistent, message);
+        }
+    }
+    if !mixture_ok {
+        return;
+    }
+    if let (Some(e), Some(k)) = (m.experts, m.experts_per_token) {
+        if k > e {
+            ck.report(
+                idx,
+                KeyPath::key("experts_per_token"),
+                ProblemKind::Inconsistent,
+                format!("{k} experts per token, of {e} experts"),
+            );
+            return;
+        }
+    }
+    match m.params_from_shape() {
+        Some(n) if n == m.params => {}
+        Some(n) => ck.report(
+            idx,
+            KeyPath::key("params"),
+            ProblemKind::Inconsistent,
+            format!(
+                "params {} is not the {n} the shape gives (embeddings, {}per-layer attention, MLP and norms{})",
+                m.params,
+                if m.tied_embeddings { "" } else { "output head, " },
+                if m.model_type == "qwen2" { ", q/k/v biases" } else { "" }
+            ),
+        ),
+        None => ck.report(
+            idx,
+            KeyPath::key("params"),
+            ProblemKind::BadValue,
+            "the shape's parameter count overflows",
+        ),
+    }
+    if let (Some(active), Some(n)) = (m.active_params, m.active_params_from_shape()) {
+        if active != n {
+            ck.report(
+                idx,
+                KeyPath::key("active_params"),
+                ProblemKind::Inconsistent,
+                format!(
+                    "active_params {active} is not the {n} the shape gives with {} of {} experts",
+                    m.experts_per_token.unwrap_or(0),
+                    m.experts.unwrap_or(0)
+                ),
+            );
+        }
+    }
 }

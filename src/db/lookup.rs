@@ -49,6 +49,47 @@ pub fn normalize(name: &str) -> String {
     }
 }
 
+/// A model name as one key: lowercase words of letters or of digits, joined by `-`
+/// (`Llama 2 70B`, `llama2-70b` and `LLAMA_2_70b` are all `llama-2-70-b`). Digits
+/// stay apart from each other where the name separates them, so `Qwen2.5-7B`
+/// (`qwen-2-5-7-b`) is never `Qwen2-57B` (`qwen-2-57-b`).
+pub fn model_key(name: &str) -> String {
+    let mut words: Vec<String> = Vec::new();
+    let mut cur = String::new();
+    let mut cur_digit = false;
+    for c in name.trim().chars().flat_map(char::to_lowercase) {
+        if !c.is_alphanumeric() {
+            if !cur.is_empty() {
+                words.push(std::mem::take(&mut cur));
+            }
+            continue;
+        }
+        let digit = c.is_ascii_digit();
+        if !cur.is_empty() && digit != cur_digit {
+            words.push(std::mem::take(&mut cur));
+        }
+        cur_digit = digit;
+        cur.push(c);
+    }
+    if !cur.is_empty() {
+        words.push(cur);
+    }
+    words.join("-")
+}
+
+/// The keys a model name answers to: [`model_key`] of the whole name and, for a Hub
+/// repository (`org/name`), of the name without its organization. Empty when the name
+/// has no letter or digit.
+pub(crate) fn model_keys(name: &str) -> Vec<String> {
+    let mut keys = vec![model_key(name)];
+    if let Some((_, repo)) = name.trim().rsplit_once('/') {
+        keys.push(model_key(repo));
+    }
+    keys.retain(|k| !k.is_empty());
+    keys.dedup();
+    keys
+}
+
 /// A GPU name read as tokens.
 #[derive(Debug, Clone, Default, PartialEq)]
 struct GpuTokens {
@@ -343,6 +384,8 @@ pub enum Found<'a> {
     Image(&'a Image),
     /// A Python package that compiles CUDA code when installed.
     Package(&'a Package),
+    /// A model's shape.
+    Model(&'a Model),
 }
 
 impl Found<'_> {
@@ -357,6 +400,7 @@ impl Found<'_> {
             Found::Python(_) => Kind::Python,
             Found::Image(_) => Kind::Image,
             Found::Package(_) => Kind::Package,
+            Found::Model(_) => Kind::Model,
         }
     }
 }
@@ -536,6 +580,7 @@ impl Db {
                 ))
             }
             Kind::Image => self.image(name).map(Found::Image),
+            Kind::Model => self.model(name).map(Found::Model),
             Kind::Package => self.package(name).map(Found::Package).ok_or_else(|| {
                 err(
                     closest(
@@ -546,6 +591,33 @@ impl Db {
                 )
             }),
         }
+    }
+
+    /// Finds the model a name stands for, as people write it: the record's name or an
+    /// alias, in any case, with `-`, `_`, `.` or spaces between its words or none between
+    /// letters and digits (`Llama 2 70B`, `llama2-70b`, `LLAMA_2_70B`), and with or
+    /// without an organization before a `/` as on the Hugging Face Hub
+    /// (`meta-llama/Llama-2-70b-hf`). Unknown names suggest the closest ones.
+    pub fn model(&self, name: &str) -> Result<&Model, LookupError> {
+        let wanted = model_keys(name);
+        let found = self.models.iter().find(|m| {
+            std::iter::once(&m.name)
+                .chain(&m.aliases)
+                .any(|n| model_keys(n).iter().any(|k| wanted.contains(k)))
+        });
+        if let Some(m) = found {
+            return Ok(m);
+        }
+        let candidates = self.models.iter().flat_map(|m| {
+            std::iter::once((m.name.clone(), m.name.as_str()))
+                .chain(m.aliases.iter().map(move |a| (a.clone(), m.name.as_str())))
+        });
+        Err(LookupError {
+            kind: Kind::Model,
+            name: name.to_string(),
+            suggestions: closest(name, candidates),
+            ambiguous: false,
+        })
     }
 
     /// The package record for a project name, in any spelling PEP 503 equates
@@ -712,6 +784,16 @@ impl Db {
                     (
                         p.id.clone(),
                         format!("{} (compiles CUDA code: {})", p.name, p.compiles.as_str()),
+                    )
+                })
+                .collect(),
+            Kind::Model => db
+                .models
+                .iter()
+                .map(|m| {
+                    (
+                        m.id.clone(),
+                        format!("{} ({}, {} params)", m.name, m.model_type, m.params),
                     )
                 })
                 .collect(),
@@ -1077,6 +1159,54 @@ mod tests {
             match db().find(Kind::Driver, name) {
                 Ok(Found::Driver(d)) => assert_eq!(d.branch, 535, "{name}"),
                 other => panic!("{name}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn model_names_as_people_write_them() {
+        assert_eq!(model_key("Llama 2 70B"), "llama-2-70-b");
+        assert_eq!(model_key("llama2-70b"), "llama-2-70-b");
+        assert_eq!(model_key("LLAMA_2_70b"), "llama-2-70-b");
+        // Digits the name separates stay apart: Qwen2.5-7B is not Qwen2-57B.
+        assert_ne!(model_key("Qwen2.5-7B"), model_key("Qwen2-57B"));
+        assert_eq!(
+            model_keys("meta-llama/Llama-2-70b-hf"),
+            ["meta-llama-llama-2-70-b-hf", "llama-2-70-b-hf"]
+        );
+        for name in [
+            "meta-llama/Llama-2-70b-hf",
+            "llama-2-70b",
+            "Llama 2 70B",
+            "Llama-2-70b-hf",
+            "org/llama2-70b",
+        ] {
+            assert_eq!(
+                db().model(name).map(|m| m.id.as_str()),
+                Ok("llama-2-70b"),
+                "{name}"
+            );
+        }
+        assert_eq!(
+            db().model("Qwen/Qwen2.5-7B").map(|m| m.id.as_str()),
+            Ok("qwen2-5-7b")
+        );
+        assert_eq!(
+            db().model("mixtral 8x7b").map(|m| m.id.as_str()),
+            Ok("mixtral-8x7b")
+        );
+        let e = db().model("Llama-2-7OB").unwrap_err();
+        assert!(e.to_string().contains("did you mean"), "{e}");
+        for name in ["", "/", "é", "卡", "org/"] {
+            assert!(db().model(name).is_err(), "{name}");
+        }
+    }
+
+    #[test]
+    fn every_model_name_and_alias_finds_its_own_record() {
+        for m in &db().models {
+            for n in std::iter::once(&m.name).chain(&m.aliases) {
+                assert_eq!(db().model(n).map(|r| r.id.as_str()), Ok(m.id.as_str()), "{n}");
             }
         }
     }

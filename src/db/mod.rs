@@ -1,5 +1,5 @@
-//! The compat database: records of Python, torch, CUDA, cuDNN, drivers, GPUs, images, and
-//! the packages that compile CUDA code when installed.
+//! The compat database: records of Python, torch, CUDA, cuDNN, drivers, GPUs, images, the
+//! packages that compile CUDA code when installed, and the shapes of well-known models.
 //!
 //! Owns: reading `compat-db/` (compiled into the binary, or `--db DIR`), checking it
 //! (strict, typed, every problem with file, line and key), and finding records by name.
@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::PartialDate;
 
-pub use lookup::{Found, GpuMatch, GpuTextError, LookupError, match_gpu, normalize};
+pub use lookup::{Found, GpuMatch, GpuTextError, LookupError, match_gpu, model_key, normalize};
 pub use problem::{KeyPath, Problem, ProblemKind, Seg};
 pub use records::*;
 
@@ -53,11 +53,13 @@ pub enum Kind {
     Image,
     /// `package/flash-attn.toml`
     Package,
+    /// `model/llama-2-70b.toml`
+    Model,
 }
 
 impl Kind {
     /// Every kind, in the order reports list them.
-    pub const ALL: [Kind; 8] = [
+    pub const ALL: [Kind; 9] = [
         Kind::Gpu,
         Kind::Driver,
         Kind::Cuda,
@@ -66,6 +68,7 @@ impl Kind {
         Kind::Torch,
         Kind::Image,
         Kind::Package,
+        Kind::Model,
     ];
 
     /// The directory name, which is also the name on the command line.
@@ -79,6 +82,7 @@ impl Kind {
             Kind::Gpu => "gpu",
             Kind::Image => "image",
             Kind::Package => "package",
+            Kind::Model => "model",
         }
     }
 }
@@ -310,6 +314,8 @@ pub struct Db {
     pub images: Vec<Image>,
     /// Python packages whose installation compiles CUDA code, by name.
     pub packages: Vec<Package>,
+    /// Models, by id.
+    pub models: Vec<Model>,
 }
 
 static EMBEDDED: OnceLock<Result<Db, Vec<Problem>>> = OnceLock::new();
@@ -371,6 +377,8 @@ impl Db {
             image: BTreeMap<String, Image>,
             #[serde(default)]
             package: BTreeMap<String, Package>,
+            #[serde(default)]
+            model: BTreeMap<String, Model>,
         }
         fn ids<T>(map: BTreeMap<String, T>, set: impl Fn(&mut T, String)) -> Vec<T> {
             map.into_iter()
@@ -390,6 +398,7 @@ impl Db {
             gpus: ids(blob.gpu, |r, id| r.id = id),
             images: ids(blob.image, |r, id| r.id = id),
             packages: ids(blob.package, |r, id| r.id = id),
+            models: ids(blob.model, |r, id| r.id = id),
         };
         db.sort();
         Some(db)
@@ -405,6 +414,7 @@ impl Db {
         self.gpus.sort_by(|a, b| a.id.cmp(&b.id));
         self.images.sort_by(|a, b| a.id.cmp(&b.id));
         self.packages.sort_by(|a, b| a.name.cmp(&b.name));
+        self.models.sort_by(|a, b| a.id.cmp(&b.id));
     }
 
     /// The database in `dir`.
@@ -423,6 +433,7 @@ impl Db {
         let gpus = self.gpus.iter().map(|r| r.checked);
         let images = self.images.iter().map(|r| r.checked);
         let packages = self.packages.iter().map(|r| r.checked);
+        let models = self.models.iter().map(|r| r.checked);
         python
             .chain(torch)
             .chain(cuda)
@@ -431,6 +442,7 @@ impl Db {
             .chain(gpus)
             .chain(images)
             .chain(packages)
+            .chain(models)
             .flatten()
             .max()
     }
@@ -452,6 +464,7 @@ impl Db {
             Kind::Gpu => self.gpus.len(),
             Kind::Image => self.images.len(),
             Kind::Package => self.packages.len(),
+            Kind::Model => self.models.len(),
         }
     }
 }
@@ -522,6 +535,7 @@ mod tests {
         same(&fast.gpus, &checked.gpus);
         same(&fast.images, &checked.images);
         same(&fast.packages, &checked.packages);
+        same(&fast.models, &checked.models);
     }
 
     /// `checked` is the day a record was last checked: a date, read into the record.
@@ -621,6 +635,115 @@ mod tests {
             problems.iter().any(|p| p.key.to_string() == "cuda_majors"),
             "{problems:?}"
         );
+    }
+
+    fn model_record(body: &str) -> SourceFile {
+        SourceFile {
+            path: "model/llama-2-70b.toml".into(),
+            text: Some(Cow::Owned(format!(
+                "name = \"Llama-2-70B\"\nmodel_type = \"llama\"\nlayers = 80\nhidden = 8192\nheads = 64\n\
+                 kv_heads = 8\nintermediate = 28672\nvocab = 32000\ntied_embeddings = false\n{body}\n\
+                 checked = \"2026-12-01\"\n[[sources]]\nurl = \"https://huggingface.co/meta-llama/Llama-2-70b-hf\"\n"
+            ))),
+        }
+    }
+
+    /// The count of a model's weights follows from its shape; a record that says otherwise
+    /// is refused, and so is a mixture without its experts.
+    #[test]
+    fn model_params_must_be_the_count_of_the_shape() {
+        let db = Db::load(&[model_record("params = 68976648192")]).expect("the right count loads");
+        assert_eq!(db.models[0].params_from_shape(), Some(68_976_648_192));
+        assert_eq!(db.models[0].active_params_from_shape(), None);
+        for wrong in ["params = 70000000000", "params = 68976648193"] {
+            let problems = lint(&[model_record(wrong)]);
+            assert!(
+                problems
+                    .iter()
+                    .any(|p| p.key.to_string() == "params" && p.kind == ProblemKind::Inconsistent),
+                "{wrong}: {problems:?}"
+            );
+        }
+        // Tied embeddings drop the output head: vocab x hidden fewer.
+        let tied = model_record("params = 68714504192")
+            .text
+            .unwrap()
+            .replace("= false", "= true");
+        let tied = SourceFile {
+            path: "model/llama-2-70b.toml".into(),
+            text: Some(Cow::Owned(tied)),
+        };
+        assert!(Db::load(&[tied]).is_ok());
+        // Experts on a dense type, kv heads that do not divide the heads, a zero.
+        let problems = lint(&[model_record("params = 68976648192\nexperts = 8")]);
+        assert!(
+            problems.iter().any(|p| p.key.to_string() == "experts"),
+            "{problems:?}"
+        );
+        let problems = lint(&[model_record("params = 68976648192\nhead_dim = 0")]);
+        assert!(
+            problems.iter().any(|p| p.key.to_string() == "head_dim"),
+            "{problems:?}"
+        );
+        let problems = lint(
+            &[model_record("params = 1")
+                .text
+                .unwrap()
+                .replace("kv_heads = 8", "kv_heads = 7")]
+            .map(|t| SourceFile {
+                path: "model/llama-2-70b.toml".into(),
+                text: Some(Cow::Owned(t)),
+            }),
+        );
+        assert!(
+            problems.iter().any(|p| p.key.to_string() == "kv_heads"),
+            "{problems:?}"
+        );
+    }
+
+    /// Qwen2 counts its q/k/v biases; Mixtral its experts and router, and its active share.
+    #[test]
+    fn model_counts_by_type() {
+        let db = Db::embedded().expect("loads");
+        let get = |id: &str| db.models.iter().find(|m| m.id == id).expect(id);
+        assert_eq!(get("qwen2-5-7b").params_from_shape(), Some(7_615_616_512));
+        assert_eq!(get("mixtral-8x7b").params_from_shape(), Some(46_702_792_704));
+        assert_eq!(
+            get("mixtral-8x7b").active_params_from_shape(),
+            Some(12_879_925_248)
+        );
+        for m in &db.models {
+            assert_eq!(m.params_from_shape(), Some(m.params), "{}", m.id);
+        }
+    }
+
+    /// `bf16_tflops` and `fp8_tflops`, where given, are positive.
+    #[test]
+    fn gpu_tflops_must_be_positive() {
+        let gpu = |v: &str| SourceFile {
+            path: "gpu/h100-sxm.toml".into(),
+            text: Some(Cow::Owned(format!(
+                "name = \"H100 SXM\"\narchitecture = \"hopper\"\ncompute_capability = \"9.0\"\nmemory_gib = 80\n\
+                 form_factor = \"sxm5\"\nsegment = \"datacenter\"\nforward_compat = true\n{v}\n\
+                 checked = \"2026-12-01\"\n[[sources]]\nurl = \"https://www.nvidia.com/en-us/data-center/h100/\"\n"
+            ))),
+        };
+        assert!(Db::load(&[gpu("bf16_tflops = 989.5\nfp8_tflops = 1979")]).is_ok());
+        for bad in [
+            "bf16_tflops = 0",
+            "bf16_tflops = -1.5",
+            "fp8_tflops = 0.0",
+            "bf16_tflops = nan",
+        ] {
+            let problems = lint(&[gpu(bad)]);
+            let key = bad.split(' ').next().unwrap();
+            assert!(
+                problems
+                    .iter()
+                    .any(|p| p.key.to_string() == key && p.kind == ProblemKind::BadValue),
+                "{bad}: {problems:?}"
+            );
+        }
     }
 
     mod erased {

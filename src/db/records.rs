@@ -301,6 +301,16 @@ pub struct Gpu {
     /// The host CPU architecture when the GPU comes with its own CPU (GH200: `aarch64`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_arch: Option<String>,
+    /// Dense BF16 Tensor Core throughput in TFLOPS, without sparsity (datasheets often
+    /// print the 2:4-sparse figure, twice this). For GeForce boards, the architecture
+    /// whitepaper's "Peak BF16 Tensor TFLOPS with FP32 Accumulate"; the record's notes say
+    /// which figure it is. Absent where no source gives it (or the GPU has no BF16).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bf16_tflops: Option<f64>,
+    /// Dense FP8 Tensor Core throughput in TFLOPS, without sparsity; absent where no
+    /// source gives it or the GPU has no FP8 Tensor Cores (before Ada and Hopper).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fp8_tflops: Option<f64>,
     /// The date this record's facts were last checked against their sources
     /// (`YYYY-MM-DD`). Required in every record file (the linter reports a missing one);
     /// absent only for records made at run time (an installed torch).
@@ -665,4 +675,128 @@ pub struct Package {
     /// Where the facts come from (required; the checker reports an empty list).
     #[serde(default)]
     pub sources: Vec<Source>,
+}
+
+/// An open model people train or serve, with the shape of its Hugging Face `config.json`:
+/// what a memory or time estimate needs without downloading anything.
+///
+/// `params` is the exact count of the weights; the linter recomputes it from the shape
+/// ([`Model::params_from_shape`]) and reports a record whose count differs.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Model {
+    /// Set by the loader: the file stem (`llama-2-70b`).
+    #[serde(skip_deserializing)]
+    pub id: String,
+    /// Canonical name: "Llama-2-70B".
+    pub name: String,
+    /// Other names people use: the Hub repository (`meta-llama/Llama-2-70b-hf`), short
+    /// forms (`llama2-70b`).
+    #[serde(default)]
+    pub aliases: Vec<String>,
+    /// `model_type` of the config (`llama`, `mistral`, `mixtral`, `qwen2`): decides which
+    /// weights the architecture has (one of [`Model::MODEL_TYPES`]).
+    pub model_type: String,
+    /// Total number of parameters, exact.
+    pub params: u64,
+    /// Parameters used per token, for a mixture of experts (required with `experts`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active_params: Option<u64>,
+    /// `num_hidden_layers`.
+    pub layers: u32,
+    /// `hidden_size`.
+    pub hidden: u64,
+    /// `num_attention_heads`.
+    pub heads: u32,
+    /// `num_key_value_heads` (equal to `heads` without grouped-query attention).
+    pub kv_heads: u32,
+    /// `head_dim`, where the config gives it; otherwise `hidden / heads`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head_dim: Option<u64>,
+    /// `intermediate_size`: the MLP's inner width (of each expert, for a mixture).
+    pub intermediate: u64,
+    /// `vocab_size`.
+    pub vocab: u64,
+    /// `tie_word_embeddings`: the output head shares the embedding matrix.
+    pub tied_embeddings: bool,
+    /// `num_local_experts`, for a mixture of experts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub experts: Option<u32>,
+    /// `num_experts_per_tok`, for a mixture of experts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub experts_per_token: Option<u32>,
+    /// `max_position_embeddings`: the longest context the config allows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_position: Option<u64>,
+    /// The license the weights are published under (`llama2`, `apache-2.0`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub license: Option<String>,
+    /// The date this record's facts were last checked against their sources
+    /// (`YYYY-MM-DD`). Required in every record file (the linter reports a missing one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checked: Option<PartialDate>,
+    /// Facts not checked against a primary source, by key.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unverified: Vec<String>,
+    /// Anything a curator should know.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notes: Option<String>,
+    /// Where the facts come from (required; the checker reports an empty list).
+    #[serde(default)]
+    pub sources: Vec<Source>,
+}
+
+impl Model {
+    /// The `model_type`s whose weights [`Model::params_from_shape`] knows.
+    pub const MODEL_TYPES: &'static [&'static str] = &["llama", "mistral", "mixtral", "qwen2"];
+
+    /// The width of one attention head: `head_dim`, or `hidden / heads`.
+    pub fn head_width(&self) -> u64 {
+        self.head_dim
+            .unwrap_or_else(|| self.hidden.checked_div(u64::from(self.heads)).unwrap_or(0))
+    }
+
+    /// The total count of parameters the shape gives; `None` for a `model_type` not in
+    /// [`Model::MODEL_TYPES`] or a count that overflows.
+    pub fn params_from_shape(&self) -> Option<u64> {
+        self.count(self.experts.unwrap_or(1))
+    }
+
+    /// The parameters one token uses: as [`Model::params_from_shape`], with only
+    /// `experts_per_token` experts' MLPs (the router counts in full). `None` for a dense
+    /// model.
+    pub fn active_params_from_shape(&self) -> Option<u64> {
+        self.count(self.experts_per_token?)
+    }
+
+    /// Embeddings `vocab x hidden`, the output head unless tied, and per layer: q
+    /// (`hidden x heads*head_dim`), k and v (`hidden x kv_heads*head_dim` each), o
+    /// (`heads*head_dim x hidden`), the gated MLP (`3 x hidden x intermediate`, for each of
+    /// `mlp_experts` experts), the router of a mixture (`hidden x experts`), two RMSNorm
+    /// weights (`hidden` each); a final norm. Qwen2 adds biases to q, k and v.
+    fn count(&self, mlp_experts: u32) -> Option<u64> {
+        if !Self::MODEL_TYPES.contains(&self.model_type.as_str()) {
+            return None;
+        }
+        let (h, d) = (self.hidden, self.head_width());
+        let q = u64::from(self.heads).checked_mul(d)?;
+        let kv = u64::from(self.kv_heads).checked_mul(d)?;
+        let mut layer = h.checked_mul(q.checked_add(kv.checked_mul(2)?)?)?; // q, k, v
+        layer = layer.checked_add(q.checked_mul(h)?)?; // o
+        if self.model_type == "qwen2" {
+            layer = layer.checked_add(q.checked_add(kv.checked_mul(2)?)?)?;
+        }
+        let mlp = h.checked_mul(self.intermediate)?.checked_mul(3)?;
+        layer = layer.checked_add(mlp.checked_mul(u64::from(mlp_experts))?)?;
+        if let Some(e) = self.experts {
+            layer = layer.checked_add(h.checked_mul(u64::from(e))?)?;
+        }
+        layer = layer.checked_add(h.checked_mul(2)?)?;
+        let embed = self.vocab.checked_mul(h)?;
+        let head = if self.tied_embeddings { 0 } else { embed };
+        layer
+            .checked_mul(u64::from(self.layers))?
+            .checked_add(embed)?
+            .checked_add(head)?
+            .checked_add(h)
+    }
 }

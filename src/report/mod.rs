@@ -206,6 +206,7 @@ fn title(found: Found<'_>) -> String {
         Found::Driver(d) => format!("Driver branch R{}", d.branch),
         Found::Python(p) => format!("Python {}", p.version),
         Found::Package(e) => format!("{} (compiles CUDA code: {})", e.name, e.compiles.as_str()),
+        Found::Model(m) => m.name.clone(),
         Found::Image(i) => match &i.tag {
             Some(tag) => format!("{}:{tag}", i.repository),
             None => format!(
@@ -428,6 +429,7 @@ fn kind_stats(db: &Db) -> Vec<doc::KindStats> {
                 Kind::Torch => (count(&db.torch), db.torch.last().map(|t| t.version.to_string())),
                 Kind::Image => (count(&db.images), newest_image.clone()),
                 Kind::Package => (count(&db.packages), None),
+                Kind::Model => (count(&db.models), None),
             };
             doc::KindStats {
                 kind,

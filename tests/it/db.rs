@@ -63,6 +63,7 @@ fn templates_are_valid_records() {
             "torch" => "2.4.1",
             "image" => "ngc-25.12",
             "package" => "flash-attn",
+            "model" => "llama-2-70b",
             other => panic!("unexpected template {other}"),
         };
         let files = vec![db::SourceFile {
@@ -125,6 +126,8 @@ fn lint_reports_every_planted_problem() {
         ("image/pytorch-broken.toml", "dangling-reference", "torch"),
         ("image/pytorch-broken.toml", "dangling-reference", "min_driver"),
         ("misc/stray.toml", "layout", ""),
+        ("model/llama-2-7b.toml", "inconsistent", "params"),
+        ("gpu/h100-sxm.toml", "bad-value", "bf16_tflops"),
     ];
     for (file, kind, key) in planted {
         assert!(
@@ -160,7 +163,7 @@ fn human_lint_names_file_line_and_key() {
         run.stdout
     );
     assert!(
-        run.stdout.trim_end().ends_with("problems in 15 record files"),
+        run.stdout.trim_end().ends_with("problems in 16 record files"),
         "{}",
         run.stdout
     );
@@ -172,7 +175,7 @@ fn a_broken_db_refuses_to_load_with_exit_2() {
     let run = gpuenv(&["show", "gpu", "h100", "--db", dir.to_str().unwrap()]);
     assert_eq!(run.code, 2);
     assert!(
-        run.stderr.contains("the database has 26 problems"),
+        run.stderr.contains("the database has 28 problems"),
         "{}",
         run.stderr
     );
@@ -319,4 +322,64 @@ fn package_records_are_found_by_any_spelling_of_the_name() {
             list.stdout
         );
     }
+}
+
+#[test]
+fn model_records_are_found_as_people_write_their_names() {
+    for name in [
+        "meta-llama/Llama-2-70b-hf",
+        "llama-2-70b",
+        "Llama 2 70B",
+        "Llama-2-70B",
+        "llama2-70b",
+        "LLAMA_2_70B",
+        "some-org/Llama-2-70B",
+    ] {
+        let run = gpuenv(&["show", "model", name, "--json"]);
+        assert_eq!(run.code, 0, "{name}: {}", run.stderr);
+        let doc = json(&run);
+        assert_eq!(doc["kind"], "model", "{name}");
+        assert_eq!(doc["name"], "Llama-2-70B", "{name}");
+        assert!(doc["params"].is_u64(), "params is an integer: {}", doc["params"]);
+        assert_eq!(doc["params"].as_u64(), Some(68_976_648_192));
+        assert_eq!(doc["kv_heads"].as_u64(), Some(8));
+        assert_eq!(doc["tied_embeddings"], false);
+        assert!(doc["sources"].as_array().is_some_and(|s| !s.is_empty()));
+    }
+    // A mixture of experts carries its active count, an integer too.
+    let run = gpuenv(&["show", "model", "mistralai/Mixtral-8x7B-v0.1", "--json"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let doc = json(&run);
+    assert_eq!(doc["params"].as_u64(), Some(46_702_792_704));
+    assert_eq!(doc["active_params"].as_u64(), Some(12_879_925_248));
+    assert_eq!(doc["experts"].as_u64(), Some(8));
+
+    let run = gpuenv(&["show", "model", "Llama-3-70B"]);
+    assert_eq!(run.code, 2);
+    assert!(
+        run.stderr
+            .contains("no model record named `Llama-3-70B`; did you mean `Llama-3.1-70B`"),
+        "{}",
+        run.stderr
+    );
+    let list = gpuenv(&["db", "list", "model"]);
+    assert_eq!(list.code, 0, "{}", list.stderr);
+    assert!(
+        list.stdout.lines().any(|l| l.starts_with("llama-2-70b ")),
+        "{}",
+        list.stdout
+    );
+}
+
+#[test]
+fn gpu_compute_figures_are_dense_numbers() {
+    let run = gpuenv(&["show", "gpu", "H100 SXM", "--json"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let doc = json(&run);
+    assert_eq!(doc["bf16_tflops"].as_f64(), Some(989.5));
+    assert_eq!(doc["fp8_tflops"].as_f64(), Some(1979.0));
+    // A GPU without a sourced figure has none, not zero.
+    let run = gpuenv(&["show", "gpu", "V100 SXM2 32GB", "--json"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(json(&run).get("bf16_tflops").is_none());
 }
