@@ -9,6 +9,7 @@
 //! from the resolver).
 
 pub mod estimate;
+pub mod fit;
 pub mod model;
 pub mod offers;
 pub mod reference;
