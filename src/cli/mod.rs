@@ -11,6 +11,7 @@ use clap::{Args, ColorChoice, CommandFactory, Parser, Subcommand, ValueEnum};
 
 mod containers;
 mod host;
+mod plan;
 mod stack;
 
 pub use host::HostArgs;
@@ -239,6 +240,11 @@ impl Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Before choosing: from the model and the training method, the GPU memory per GPU
+    /// (each term, each assumption with its source), the GPUs it fits on and how many, the
+    /// stack for each, the machine, the time and cost, offers ranked, and the order to
+    /// accept on delivery (--order-out). Exit 1 when no GPU fits.
+    Plan(Box<plan::PlanArgs>),
     /// Work with the database itself.
     Db {
         #[command(subcommand)]
@@ -709,6 +715,10 @@ fn dispatch(cli: &Cli, out: &mut dyn Write, styles: report::Styles) -> Result<Ex
             )
         }
         Command::Check(args) => check(cli, args, out, styles),
+        Command::Plan(args) => {
+            let db = open_db(&cli.db)?;
+            plan::run(&db, args, out, styles)
+        }
         Command::Verify(args) => verify(cli, args, out, styles),
         Command::Dockerfile(args) => containers::dockerfile(&cli.db, args, out),
         Command::Build(args) => containers::build(&cli.db, args, out),

@@ -125,7 +125,11 @@ pub fn fit_gpu(
                     break;
                 }
                 // Whole nodes past one node, as they are rented.
-                n = if n < GPUS_PER_NODE { n + 1 } else { n + GPUS_PER_NODE };
+                n = if n < GPUS_PER_NODE {
+                    n + 1
+                } else {
+                    n + GPUS_PER_NODE
+                };
             }
             found.unwrap_or_else(|| (MAX_GPUS, at(MAX_GPUS)))
         }
@@ -291,21 +295,63 @@ mod tests {
         let db = Db::embedded().unwrap();
         let h100 = db.gpu("H100 SXM").unwrap();
         // 7B at 16 bytes a parameter: 112 GB, two 80 GiB GPUs.
-        let f = fit_gpu(h100, &settings(), None, &states(7_000_000_000), None, 7_000_000_000, DEFAULT_MFU);
+        let f = fit_gpu(
+            h100,
+            &settings(),
+            None,
+            &states(7_000_000_000),
+            None,
+            7_000_000_000,
+            DEFAULT_MFU,
+        );
         assert_eq!((f.count, f.fits, f.shard), (2, true, Shard::Zero3));
         assert_eq!(f.headroom_bytes, capacity_bytes(h100) as i64 - 56_000_000_000);
-        assert!(f.interconnect.as_deref().unwrap().starts_with("NVLink between the GPUs"));
+        assert!(
+            f.interconnect
+                .as_deref()
+                .unwrap()
+                .starts_with("NVLink between the GPUs")
+        );
         // 1B fits one.
-        let f = fit_gpu(h100, &settings(), None, &states(1_000_000_000), None, 1_000_000_000, DEFAULT_MFU);
+        let f = fit_gpu(
+            h100,
+            &settings(),
+            None,
+            &states(1_000_000_000),
+            None,
+            1_000_000_000,
+            DEFAULT_MFU,
+        );
         assert_eq!((f.count, f.interconnect.clone()), (1, None));
         // A count given is taken, fitting or not.
-        let f = fit_gpu(h100, &settings(), Some(1), &states(7_000_000_000), None, 7_000_000_000, DEFAULT_MFU);
+        let f = fit_gpu(
+            h100,
+            &settings(),
+            Some(1),
+            &states(7_000_000_000),
+            None,
+            7_000_000_000,
+            DEFAULT_MFU,
+        );
         assert!(!f.fits);
         assert!(f.headroom_bytes < 0);
         // Past a node, whole nodes, and RDMA between them.
-        let f = fit_gpu(h100, &settings(), None, &states(70_000_000_000), None, 70_000_000_000, DEFAULT_MFU);
+        let f = fit_gpu(
+            h100,
+            &settings(),
+            None,
+            &states(70_000_000_000),
+            None,
+            70_000_000_000,
+            DEFAULT_MFU,
+        );
         assert_eq!(f.count, 16);
-        assert!(f.interconnect.as_deref().unwrap().contains("RDMA (InfiniBand or RoCE) between the 2 nodes"));
+        assert!(
+            f.interconnect
+                .as_deref()
+                .unwrap()
+                .contains("RDMA (InfiniBand or RoCE) between the 2 nodes")
+        );
     }
 
     #[test]

@@ -13,6 +13,7 @@ pub mod fit;
 pub mod model;
 pub mod offers;
 pub mod reference;
+pub mod run;
 pub mod types;
 
 pub use estimate::estimate;

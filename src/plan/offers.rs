@@ -64,8 +64,12 @@ pub fn parse(name: &str, text: &str) -> Result<Vec<Offer>, Vec<String>> {
 }
 
 fn parse_toml(name: &str, text: &str) -> Result<Vec<Offer>, Vec<String>> {
-    let doc: toml::Table = toml::from_str(text)
-        .map_err(|e| vec![format!("offers `{name}`: not valid TOML: {}", excerpt(e.message()))])?;
+    let doc: toml::Table = toml::from_str(text).map_err(|e| {
+        vec![format!(
+            "offers `{name}`: not valid TOML: {}",
+            excerpt(e.message())
+        )]
+    })?;
     let mut problems = Vec::new();
     for key in doc.keys().filter(|k| *k != "offer") {
         problems.push(format!(
@@ -114,7 +118,11 @@ fn parse_toml(name: &str, text: &str) -> Result<Vec<Offer>, Vec<String>> {
             Err(mut p) => problems.append(&mut p),
         }
     }
-    if problems.is_empty() { Ok(out) } else { Err(problems) }
+    if problems.is_empty() {
+        Ok(out)
+    } else {
+        Err(problems)
+    }
 }
 
 fn parse_csv(name: &str, text: &str) -> Result<Vec<Offer>, Vec<String>> {
@@ -125,7 +133,10 @@ fn parse_csv(name: &str, text: &str) -> Result<Vec<Offer>, Vec<String>> {
     let Some((_, header)) = lines.next() else {
         return Ok(Vec::new());
     };
-    let columns: Vec<String> = split_csv(header).iter().map(|c| c.trim().to_ascii_lowercase()).collect();
+    let columns: Vec<String> = split_csv(header)
+        .iter()
+        .map(|c| c.trim().to_ascii_lowercase())
+        .collect();
     let mut problems = Vec::new();
     for c in &columns {
         if !FIELDS.contains(&c.as_str()) {
@@ -160,7 +171,11 @@ fn parse_csv(name: &str, text: &str) -> Result<Vec<Offer>, Vec<String>> {
             Err(mut p) => problems.append(&mut p),
         }
     }
-    if problems.is_empty() { Ok(out) } else { Err(problems) }
+    if problems.is_empty() {
+        Ok(out)
+    } else {
+        Err(problems)
+    }
 }
 
 /// Splits a CSV line at commas outside double quotes; `""` inside quotes is a quote.
@@ -237,7 +252,10 @@ pub fn listed_links(interconnect: Option<&str>) -> (Option<bool>, Option<bool>) 
     };
     let nvlink = ["nvlink", "nvswitch", "sxm"].iter().any(|w| t.contains(w));
     let pcie_only = t.contains("pcie") && !nvlink;
-    let rdma = ["infiniband", "roce", "rdma", " ib", "ib "].iter().any(|w| t.contains(w)) || t == "ib";
+    let rdma = ["infiniband", "roce", "rdma", " ib", "ib "]
+        .iter()
+        .any(|w| t.contains(w))
+        || t == "ib";
     (
         if nvlink {
             Some(true)
@@ -317,14 +335,21 @@ mod tests {
         assert_eq!(t[0].interconnect, c[0].interconnect);
         assert_eq!(t[1].count, Some(4));
         assert_eq!(c[1].name, "offer 2");
-        assert_eq!(listed_links(t[0].interconnect.as_deref()), (Some(true), Some(true)));
+        assert_eq!(
+            listed_links(t[0].interconnect.as_deref()),
+            (Some(true), Some(true))
+        );
         assert_eq!(listed_links(Some("PCIe 4.0")), (Some(false), Some(false)));
         assert_eq!(listed_links(None), (None, None));
     }
 
     #[test]
     fn bad_rows_name_the_row_and_the_field() {
-        let e = parse("o.csv", "gpu,count,price_per_hour\nH100,eight,2\n,1,2\nA100,1,cheap\n").unwrap_err();
+        let e = parse(
+            "o.csv",
+            "gpu,count,price_per_hour\nH100,eight,2\n,1,2\nA100,1,cheap\n",
+        )
+        .unwrap_err();
         assert_eq!(
             e,
             [
@@ -337,9 +362,15 @@ mod tests {
         assert!(e[0].contains("unknown column `price`"), "{e:?}");
         assert!(e[1].contains("no `gpu` column"), "{e:?}");
         let e = parse("o.toml", "[[offer]]\ncount = 8\ncolour = \"red\"\n").unwrap_err();
-        assert!(e[0].starts_with("offers `o.toml` offer 1: unknown key `colour`"), "{e:?}");
+        assert!(
+            e[0].starts_with("offers `o.toml` offer 1: unknown key `colour`"),
+            "{e:?}"
+        );
         assert!(e[1].contains("no GPU (field `gpu`)"), "{e:?}");
-        assert_eq!(parse("o.csv", "gpu\n").unwrap_err(), ["offers `o.csv`: no offer in it"]);
+        assert_eq!(
+            parse("o.csv", "gpu\n").unwrap_err(),
+            ["offers `o.csv`: no offer in it"]
+        );
         assert!(parse("o.toml", "offer = [").is_err());
     }
 

@@ -418,3 +418,40 @@ mod pairs {
         d.deserialize_map(Pairs)
     }
 }
+
+/// `gpuenv plan --json`: the model's size, the memory per GPU with its assumptions, the
+/// GPUs it fits on with their stacks, the machine, the offers ranked, and the order.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PlanDoc {
+    /// [`SCHEMA_VERSION`].
+    #[serde(default = "schema_version")]
+    pub schema_version: u32,
+    /// The database's date.
+    pub db_date: Option<PartialDate>,
+    /// The model's parameters, exact where a config or record gave them.
+    pub params: u64,
+    /// The model as read.
+    pub model: crate::plan::ModelShape,
+    /// The settings the memory is estimated for.
+    pub settings: crate::plan::Settings,
+    /// The memory: `per_gpu` with each term in bytes.
+    pub memory: PlanMemory,
+    /// Each GPU tried: `{gpu, count, fits, headroom_bytes, stack}` and more, fitting first.
+    pub fits: Vec<crate::plan::fit::Fit>,
+    /// CPU cores, RAM and disk for the first fitting GPU.
+    pub machine: Option<crate::plan::fit::Machine>,
+    /// Every assumption and constant: `{what, value, source}`.
+    pub assumptions: Vec<crate::plan::Assumption>,
+    /// With `--offers`: the offers, best first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub offers: Vec<crate::plan::offers::RankedOffer>,
+    /// The order `--order-out` writes (TOML), when a GPU fits.
+    pub order: Option<String>,
+}
+
+/// The memory of a plan.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PlanMemory {
+    /// Bytes per GPU, term by term.
+    pub per_gpu: crate::plan::MemoryTerms,
+}

@@ -31,6 +31,7 @@ mod containers;
 pub mod doc;
 mod graph;
 mod host;
+mod plan;
 pub mod progress;
 mod query;
 mod verify;
@@ -50,6 +51,7 @@ pub use containers::{
 };
 pub use graph::graph_dot;
 pub use host::{check, doctor};
+pub use plan::plan;
 pub use query::{QueryOpts, query};
 pub use verify::{show_judged, verify};
 

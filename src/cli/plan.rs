@@ -1,0 +1,286 @@
+//! `gpuenv plan`: its flags, read into a model, settings and options for [`crate::plan`].
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::stack::StackArgs;
+use super::{CliError, Exit};
+use crate::db::Db;
+use crate::files::{self, Replace};
+use crate::plan::{Method, ModelShape, Optimizer, Precision, Settings, Shard};
+
+/// The flags of `plan`.
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// The model's size: `7B`, `70b`, `1.5T`, `7000000000`.
+    #[arg(long, value_name = "COUNT", conflicts_with = "model")]
+    pub params: Option<String>,
+    /// A Hugging Face config.json (read offline), or a model compat-db knows
+    /// (`Llama-2-70B`, `meta-llama/Llama-2-70b-hf`; `gpuenv db list model`).
+    #[arg(long, value_name = "FILE|NAME")]
+    pub model: Option<String>,
+    /// What is done with it.
+    #[arg(long, value_name = "METHOD", default_value = "full", value_parser = ["inference", "full", "lora", "qlora"])]
+    pub method: String,
+    /// Number format: `mixed` is 16-bit with an fp32 master copy (for training).
+    #[arg(long, value_name = "PRECISION", default_value = "mixed",
+          value_parser = ["fp32", "bf16", "fp16", "mixed", "fp8", "int8", "int4"])]
+    pub precision: String,
+    /// The optimizer (training).
+    #[arg(long, value_name = "OPTIMIZER", default_value = "adamw",
+          value_parser = ["adamw", "adamw-8bit", "sgd", "adafactor"])]
+    pub optimizer: String,
+    /// Tokens per sequence.
+    #[arg(long, value_name = "N", default_value_t = 2048)]
+    pub seq_len: u32,
+    /// Sequences per GPU per step (micro-batch).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub batch: u32,
+    /// Activation recomputation (gradient checkpointing).
+    #[arg(long)]
+    pub checkpointing: bool,
+    /// GPUs to use; without it, the fewest of each GPU that hold the model.
+    #[arg(long, value_name = "N")]
+    pub gpus: Option<u32>,
+    /// Data-parallel sharding of the model states across the GPUs.
+    #[arg(long, value_name = "SHARD", default_value = "none",
+          value_parser = ["none", "zero1", "zero2", "zero3", "fsdp"])]
+    pub shard: String,
+    /// LoRA rank (lora, qlora).
+    #[arg(long, value_name = "R", default_value_t = 16)]
+    pub lora_rank: u32,
+    /// Tokens to train on (or generate), for the time and the cost.
+    #[arg(long, value_name = "N")]
+    pub tokens: Option<String>,
+    /// Model FLOPs utilization assumed for the time, a fraction (0.4) or percent (40%).
+    #[arg(long, value_name = "FRACTION", default_value = "0.4")]
+    pub mfu: String,
+    /// Price of one GPU for an hour, for the cost.
+    #[arg(long, value_name = "PRICE")]
+    pub price: Option<f64>,
+    /// The dataset's size on disk, GB (decimal).
+    #[arg(long, value_name = "GB", default_value_t = 0.0)]
+    pub dataset: f64,
+    /// Checkpoints kept on disk.
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    pub keep_checkpoints: u32,
+    /// Offers to rank: TOML (`[[offer]]` tables) or CSV with the columns name, gpu, count,
+    /// driver, price_per_hour, interconnect, ram, disk.
+    #[arg(long, value_name = "FILE")]
+    pub offers: Option<PathBuf>,
+    /// Write the order to accept on delivery (`gpuenv check --order FILE`).
+    #[arg(long, value_name = "FILE")]
+    pub order_out: Option<PathBuf>,
+    /// Also list the GPUs that do not fit.
+    #[arg(long)]
+    pub all: bool,
+    /// The stack: `--torch`, `--python`, `--cuda`, `--driver`, `--gpu` (only these GPUs).
+    #[command(flatten)]
+    pub stack: StackArgs,
+    /// Print a JSON document.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// An offers file: a price list is small.
+const OFFERS_LIMIT: u64 = 4 << 20;
+/// A config.json: the largest are a few KiB.
+const CONFIG_LIMIT: u64 = 1 << 20;
+
+fn usage(flag: &str, e: impl std::fmt::Display) -> CliError {
+    CliError::Usage(format!("{flag}: {e}"))
+}
+
+/// The model: a count, a config file, or a compat-db record.
+fn model(db: &Db, a: &PlanArgs) -> Result<ModelShape, CliError> {
+    if let Some(p) = &a.params {
+        let params = crate::plan::parse_params(p).map_err(|e| usage("--params", e))?;
+        return Ok(ModelShape {
+            params,
+            active_params: params,
+            source: format!("--params {}", p.trim()),
+            ..ModelShape::default()
+        });
+    }
+    let Some(m) = &a.model else {
+        return Err(CliError::Usage(
+            "plan needs the model: --params COUNT (7B), or --model with a config.json or a name compat-db knows".into(),
+        ));
+    };
+    let path = std::path::Path::new(m);
+    if path.is_file() || m.ends_with(".json") {
+        let text = files::read_text(path, CONFIG_LIMIT, "model config").map_err(super::stack::read_error)?;
+        return crate::plan::from_hf_config(&text, &files::shown(path)).map_err(|e| usage("--model", e));
+    }
+    let rec = db.model(m).map_err(CliError::Lookup)?;
+    Ok(ModelShape {
+        params: rec.params,
+        active_params: rec.active_params.unwrap_or(rec.params),
+        layers: Some(rec.layers),
+        hidden: u32::try_from(rec.hidden).ok(),
+        heads: Some(rec.heads),
+        kv_heads: Some(rec.kv_heads),
+        head_dim: rec.head_dim.and_then(|h| u32::try_from(h).ok()),
+        vocab: u32::try_from(rec.vocab).ok(),
+        intermediate: u32::try_from(rec.intermediate).ok(),
+        experts: rec.experts,
+        experts_per_token: rec.experts_per_token,
+        tied_embeddings: Some(rec.tied_embeddings),
+        source: format!("compat-db model/{}", rec.id),
+    })
+}
+
+fn settings(a: &PlanArgs) -> Result<Settings, CliError> {
+    let method = match a.method.as_str() {
+        "inference" => Method::Inference,
+        "lora" => Method::Lora,
+        "qlora" => Method::Qlora,
+        _ => Method::Full,
+    };
+    let precision = match a.precision.as_str() {
+        "fp32" => Precision::Fp32,
+        "bf16" => Precision::Bf16,
+        "fp16" => Precision::Fp16,
+        "fp8" => Precision::Fp8,
+        "int8" => Precision::Int8,
+        "int4" => Precision::Int4,
+        _ => Precision::Mixed,
+    };
+    let optimizer = match a.optimizer.as_str() {
+        "adamw-8bit" => Optimizer::Adamw8bit,
+        "sgd" => Optimizer::Sgd,
+        "adafactor" => Optimizer::Adafactor,
+        _ => Optimizer::Adamw,
+    };
+    let shard = match a.shard.as_str() {
+        "zero1" => Shard::Zero1,
+        "zero2" => Shard::Zero2,
+        "zero3" => Shard::Zero3,
+        "fsdp" => Shard::Fsdp,
+        _ => Shard::None,
+    };
+    for (flag, v) in [
+        ("--seq-len", a.seq_len),
+        ("--batch", a.batch),
+        ("--lora-rank", a.lora_rank),
+    ] {
+        if v == 0 {
+            return Err(usage(flag, "must be above 0"));
+        }
+    }
+    if let Some(n) = a.gpus {
+        if n == 0 || n > crate::model::MAX_GPU_COUNT {
+            return Err(usage(
+                "--gpus",
+                format!(
+                    "`{n}`: expected a number of GPUs from 1 to {}",
+                    crate::model::MAX_GPU_COUNT
+                ),
+            ));
+        }
+    }
+    Ok(Settings {
+        method,
+        precision,
+        optimizer,
+        seq_len: a.seq_len,
+        batch: a.batch,
+        checkpointing: a.checkpointing,
+        gpus: a.gpus.unwrap_or(1),
+        shard,
+        lora_rank: a.lora_rank,
+    })
+}
+
+/// `--mfu 0.4` or `40%`.
+fn mfu(text: &str) -> Result<f64, CliError> {
+    let t = text.trim();
+    let (num, scale) = match t.strip_suffix('%') {
+        Some(p) => (p.trim(), 100.0),
+        None => (t, 1.0),
+    };
+    match num.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 && v / scale <= 1.0 => Ok(v / scale),
+        _ => Err(usage(
+            "--mfu",
+            format!(
+                "`{}`: expected a fraction above 0 and at most 1 (0.4) or a percent (40%)",
+                crate::text::excerpt(t)
+            ),
+        )),
+    }
+}
+
+/// Runs `plan`.
+pub fn run(
+    db: &Db,
+    a: &PlanArgs,
+    out: &mut dyn std::io::Write,
+    styles: crate::report::Styles,
+) -> Result<Exit, CliError> {
+    if let Some(p) = &a.order_out {
+        files::check_target(p, Replace::RegularFile).map_err(super::write_error)?;
+    }
+    let shape = model(db, a)?;
+    let s = settings(a)?;
+    let mut only = Vec::new();
+    for g in &a.stack.gpu {
+        let (asks, _) = super::stack::gpu_asks(db, "--gpu", g)?;
+        only.extend(asks.into_iter().map(|a| a.gpu));
+    }
+    let mut stack_flags = a.stack.clone();
+    stack_flags.gpu.clear();
+    let stack = stack_flags.to_query(db)?;
+    let offers = match &a.offers {
+        None => Vec::new(),
+        Some(p) => {
+            let text = files::read_text(p, OFFERS_LIMIT, "offers").map_err(super::stack::read_error)?;
+            crate::plan::offers::parse(&files::shown(p), &text).map_err(|e| CliError::Usage(e.join("\n")))?
+        }
+    };
+    if !a.dataset.is_finite() || a.dataset < 0.0 {
+        return Err(usage("--dataset", "expected a size in GB, 0 or more"));
+    }
+    if let Some(p) = a.price {
+        if !p.is_finite() || p < 0.0 {
+            return Err(usage("--price", "expected a price per GPU-hour, 0 or more"));
+        }
+    }
+    let tokens = a
+        .tokens
+        .as_deref()
+        .map(|t| {
+            crate::plan::parse_params(t)
+                .map_err(|e| usage("--tokens", e.replace("parameter count", "token count")))
+        })
+        .transpose()?;
+    let opts = crate::plan::run::Options {
+        gpus: a.gpus,
+        only,
+        tokens,
+        mfu: mfu(&a.mfu)?,
+        price_per_gpu_hour: a.price,
+        dataset_gb: a.dataset,
+        keep_checkpoints: a.keep_checkpoints,
+        stack,
+        offers,
+    };
+    let plan = crate::plan::run::plan(db, shape, s, &opts);
+    let order = crate::plan::run::order(&plan);
+    crate::report::plan(out, &plan, &opts, a.all, a.json, db.date(), styles)?;
+    if let Some(p) = &a.order_out {
+        match &order {
+            Some(text) => {
+                files::write_file(p, text.as_bytes(), Replace::RegularFile).map_err(super::write_error)?
+            }
+            // The report says that nothing fits; there is no order to write.
+            None => return Ok(Exit::Findings),
+        }
+    }
+    Ok(if plan.fits.iter().any(|f| f.fits) {
+        Exit::Ok
+    } else {
+        Exit::Findings
+    })
+}

@@ -1,0 +1,360 @@
+//! A whole plan: the estimate, the GPUs it fits on with the stack the resolver finds for
+//! each, the machine, the time and cost, the offers ranked, and the order to accept.
+//!
+//! Owns: putting the parts together and the order the plan implies. Must not: parse flags,
+//! read files or print (the command does), or judge a stack itself (the resolver does).
+
+use serde::{Deserialize, Serialize};
+
+use super::fit::{self, Fit, Machine};
+use super::offers::{self, Offer, RankedOffer};
+use super::types::{Assumption, Estimate, FitStack, Method, ModelShape, Settings, Shard};
+use crate::db::Db;
+use crate::db::records::Gpu;
+use crate::judge::{Expect, Item};
+use crate::resolve::{GpuAsk, Query, Status};
+
+/// What the plan was asked beyond the model and settings.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// The GPU count, when given (`--gpus`); else the fewest that fit.
+    pub gpus: Option<u32>,
+    /// Only these GPU records (`--gpu`); every GPU of compat-db when empty.
+    pub only: Vec<Gpu>,
+    /// Tokens to process (`--tokens`), for the time.
+    pub tokens: Option<u64>,
+    /// Model FLOPs utilization.
+    pub mfu: f64,
+    /// Price of one GPU for an hour (`--price`), for the cost.
+    pub price_per_gpu_hour: Option<f64>,
+    /// The dataset, GB.
+    pub dataset_gb: f64,
+    /// Checkpoints kept on disk.
+    pub keep_checkpoints: u32,
+    /// The stack's part of the question (`--torch`, `--python`, `--driver`...), as a query
+    /// whose GPUs the plan fills in.
+    pub stack: Query,
+    /// Offers to rank.
+    pub offers: Vec<Offer>,
+}
+
+/// The plan.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    /// The model.
+    pub model: ModelShape,
+    /// The settings, with the GPU count the estimate is for.
+    pub settings: Settings,
+    /// The estimate at those settings.
+    pub estimate: Estimate,
+    /// Every GPU that was tried, fitting first, then by count.
+    pub fits: Vec<Fit>,
+    /// The machine for the first fitting GPU.
+    pub machine: Option<Machine>,
+    /// The assumptions of the fit, the time and the machine.
+    pub assumptions: Vec<Assumption>,
+    /// The offers, best first.
+    pub offers: Vec<RankedOffer>,
+}
+
+/// The best stack for `count` of `gpu` with the stack flags of `q`.
+fn stack_for(
+    db: &Db,
+    q: &Query,
+    gpu: &Gpu,
+    count: u32,
+    driver: Option<crate::model::DriverVersion>,
+) -> FitStack {
+    let mut q = q.clone();
+    q.gpus = vec![GpuAsk {
+        gpu: gpu.clone(),
+        count,
+    }];
+    if driver.is_some() {
+        q.driver = driver;
+    }
+    let a = crate::resolve::resolve(db, &q);
+    match a.stacks.first() {
+        Some(s) if s.status != Status::Incompatible => FitStack {
+            status: format!("{:?}", s.status).to_lowercase(),
+            torch: Some(format!("{}+{}", s.torch, s.variant)),
+            python: Some(s.python.clone()),
+            cuda: s.cuda.as_ref().map(|c| c.to_string()),
+            min_driver: s.needs.driver_native.clone(),
+            why: None,
+        },
+        best => FitStack {
+            status: "incompatible".into(),
+            torch: None,
+            python: None,
+            cuda: None,
+            min_driver: None,
+            why: best
+                .and_then(|s| {
+                    s.findings
+                        .iter()
+                        .find(|f| f.severity == crate::resolve::Severity::Incompatible)
+                        .map(|f| f.message.clone())
+                })
+                .or_else(|| a.findings.first().map(|f| f.message.clone()))
+                .or(Some("no torch build answers the question".into())),
+        },
+    }
+}
+
+/// The bytes one checkpoint takes: the weights and the optimizer states, whole.
+fn checkpoint_bytes(model: &ModelShape, s: &Settings) -> u64 {
+    let mut whole = s.clone();
+    whole.gpus = 1;
+    whole.shard = Shard::None;
+    let e = super::estimate::estimate(model, &whole);
+    match s.method {
+        Method::Inference => e.per_gpu.weights,
+        _ => e.per_gpu.weights + e.per_gpu.optimizer,
+    }
+}
+
+/// Makes the plan.
+pub fn plan(db: &Db, model: ModelShape, mut settings: Settings, o: &Options) -> Plan {
+    if let Some(n) = o.gpus {
+        settings.gpus = n;
+    }
+    let estimate = super::estimate::estimate(&model, &settings);
+    let est = |s: &Settings| super::estimate::estimate(&model, s);
+    let gpus: Vec<&Gpu> = if o.only.is_empty() {
+        db.gpus.iter().collect()
+    } else {
+        o.only.iter().collect()
+    };
+    let mut fits: Vec<Fit> = gpus
+        .iter()
+        .map(|g| fit::fit_gpu(g, &settings, o.gpus, &est, o.tokens, model.params, o.mfu))
+        .collect();
+    fits.sort_by(|a, b| {
+        (!a.fits, a.count, a.memory_bytes, a.gpu.as_str()).cmp(&(
+            !b.fits,
+            b.count,
+            b.memory_bytes,
+            b.gpu.as_str(),
+        ))
+    });
+    for f in fits.iter_mut().filter(|f| f.fits) {
+        if let Some(g) = gpus.iter().find(|g| g.name == f.gpu) {
+            f.stack = Some(stack_for(db, &o.stack, g, f.count, None));
+        }
+    }
+    let ckpt = checkpoint_bytes(&model, &settings);
+    let machine = fits
+        .iter()
+        .find(|f| f.fits)
+        .map(|f| fit::machine(f.count, ckpt, o.dataset_gb, o.keep_checkpoints));
+    let mut assumptions = vec![
+        Assumption {
+            what: "GPU memory".into(),
+            value: "the record's memory in GiB (GPU memory is sold in binary sizes: 80 GB is 80 GiB); a GPU fits when \
+                    the estimate per GPU is at most that"
+                .into(),
+            source: "compat-db GPU records, from NVIDIA's datasheets".into(),
+        },
+        Assumption {
+            what: "more GPUs than one, nothing sharded".into(),
+            value: "the model states split over all of them (ZeRO-3/FSDP for training; for inference the weights and \
+                    cache split as tensor parallelism does); past 8 GPUs, whole nodes of 8"
+                .into(),
+            source: "Rajbhandari et al. 2020, ZeRO, arXiv:1910.02054, §5; HGX/DGX boards hold 8 GPUs".into(),
+        },
+        Assumption {
+            what: "interconnect".into(),
+            value: "NVLink within a node when the model is split; RDMA between nodes".into(),
+            source: fit::INTERCONNECT_SOURCE.into(),
+        },
+    ];
+    if o.tokens.is_some() {
+        assumptions.extend(fit::time_assumptions(o.mfu));
+    }
+    if let Some(m) = &machine {
+        assumptions.extend(m.rules.iter().cloned());
+    }
+    let mut ranked: Vec<RankedOffer> = o
+        .offers
+        .iter()
+        .map(|offer| judge_offer(db, &model, &settings, o, offer, machine.as_ref(), ckpt))
+        .collect();
+    offers::rank(&mut ranked);
+    Plan {
+        model,
+        settings,
+        estimate,
+        fits,
+        machine,
+        assumptions,
+        offers: ranked,
+    }
+}
+
+/// One offer: its GPUs as written, the fit at its count, the stack on its driver, its
+/// links, RAM and disk against the machine, and the cost.
+fn judge_offer(
+    db: &Db,
+    model: &ModelShape,
+    settings: &Settings,
+    o: &Options,
+    offer: &Offer,
+    machine: Option<&Machine>,
+    ckpt: u64,
+) -> RankedOffer {
+    let mut out = RankedOffer {
+        offer: offer.clone(),
+        gpu: None,
+        count: offer.count.unwrap_or(1),
+        fits: false,
+        headroom_bytes: None,
+        stack_runs: false,
+        stack: None,
+        hours: None,
+        cost: None,
+        reasons: Vec::new(),
+    };
+    let found = match db.gpus_written(&offer.gpu) {
+        Ok(f) => f,
+        Err(e) => {
+            out.reasons
+                .push(format!("its GPU `{}` is not one compat-db knows: {e}", offer.gpu));
+            return out;
+        }
+    };
+    let Some((m, written_count)) = found.into_iter().next() else {
+        out.reasons.push(format!("its GPU `{}` names no GPU", offer.gpu));
+        return out;
+    };
+    let gpu = m.chosen;
+    let count = offer.count.unwrap_or(written_count).max(1);
+    out.count = count;
+    out.gpu = Some(gpu.name.clone());
+    let est = |s: &Settings| super::estimate::estimate(model, s);
+    let f = fit::fit_gpu(gpu, settings, Some(count), &est, o.tokens, model.params, o.mfu);
+    out.fits = f.fits;
+    out.headroom_bytes = Some(f.headroom_bytes);
+    out.hours = f.hours;
+    if !f.fits {
+        out.reasons.push(format!(
+            "does not fit: {:.1} GiB per GPU at {count} GPU(s), the {} has {:.0} GiB",
+            f.per_gpu_bytes as f64 / (1u64 << 30) as f64,
+            gpu.name,
+            gpu.memory_gib
+        ));
+    }
+    let driver = match &offer.driver {
+        None => None,
+        Some(d) => match db.driver_written(d) {
+            Ok((v, _)) => Some(v),
+            Err(e) => {
+                out.reasons.push(format!("its driver `{d}` cannot be read: {e}"));
+                None
+            }
+        },
+    };
+    let stack = stack_for(db, &o.stack, gpu, count, driver);
+    out.stack_runs = stack.status != "incompatible";
+    if !out.stack_runs {
+        out.reasons.push(format!(
+            "no stack runs on it: {}",
+            stack.why.as_deref().unwrap_or("the resolver found none")
+        ));
+    }
+    out.stack = Some(stack);
+    let (nvlink, rdma) = offers::listed_links(offer.interconnect.as_deref());
+    if count > 1 && f.shard != Shard::None && nvlink == Some(false) {
+        out.reasons.push(
+            "its GPUs are linked by PCIe only, and the model is split across them, which wants NVLink".into(),
+        );
+    }
+    if count > fit::GPUS_PER_NODE && rdma == Some(false) {
+        out.reasons
+            .push("several nodes and no RDMA listed: the gradients cross nodes every step".into());
+    }
+    if let Some(m) = machine {
+        let ram_needed = m.ram_gib.max(ckpt.div_ceil(1 << 30));
+        if let Some(ram) = offer.ram.as_deref() {
+            let mut e = Expect::default();
+            match e.set_flag(Item::Memory, ram) {
+                Ok(()) => {
+                    if let Some(gib) = e.memory.map(|s| s.value) {
+                        if gib < ram_needed as f64 {
+                            out.reasons
+                                .push(format!("RAM {ram} is below the {ram_needed} GiB the plan asks"));
+                        }
+                    }
+                }
+                Err(_) => out
+                    .reasons
+                    .push(format!("its RAM `{ram}` cannot be read as a size")),
+            }
+        }
+        if let Some(disk) = offer.disk.as_deref() {
+            let mut e = Expect::default();
+            // Listings add the kind after the size (`8TB NVMe`).
+            let size = disk.split_whitespace().next().unwrap_or(disk);
+            match e.set_flag(Item::Disk, size) {
+                Ok(()) => {
+                    if let Some(gb) = e.disk.map(|s| s.value) {
+                        if gb < m.disk_gb as f64 {
+                            out.reasons
+                                .push(format!("disk {disk} is below the {} GB the plan asks", m.disk_gb));
+                        }
+                    }
+                }
+                Err(_) => out
+                    .reasons
+                    .push(format!("its disk `{disk}` cannot be read as a size")),
+            }
+        }
+    }
+    out.cost = match (out.hours, offer.price_per_hour) {
+        (Some(h), Some(p)) => Some(h * p),
+        _ => None,
+    };
+    out
+}
+
+/// The order to accept on delivery for the plan's pick: the first offer that fits and runs
+/// a stack, else the first fitting GPU. Keys and units as `check --order` reads them.
+pub fn order(plan: &Plan) -> Option<String> {
+    let (gpu, count, stack) = match plan.offers.iter().find(|o| o.fits && o.stack_runs) {
+        Some(o) => (o.gpu.clone()?, o.count, o.stack.clone()),
+        None => {
+            let f = plan.fits.iter().find(|f| f.fits)?;
+            (f.gpu.clone(), f.count, f.stack.clone())
+        }
+    };
+    let fit = plan.fits.iter().find(|f| f.gpu == gpu);
+    let memory_gib = fit.map(|f| f.memory_bytes as f64 / (1u64 << 30) as f64);
+    let mut lines = vec![
+        format!(
+            "# The order gpuenv plan made for {} ({} parameters, {:?}); check it on delivery with",
+            plan.model.source, plan.model.params, plan.settings.method
+        ),
+        "# `gpuenv check --order THIS_FILE`.".to_string(),
+        format!("gpu = \"{gpu}\""),
+        format!("gpus = {count}"),
+    ];
+    if let Some(m) = memory_gib {
+        lines.push(format!("gpu_memory = \"{m:.0}GB\""));
+    }
+    if let Some(d) = stack.as_ref().and_then(|s| s.min_driver.clone()) {
+        lines.push(format!("driver = \">={d}\""));
+    }
+    if let Some(m) = &plan.machine {
+        lines.push(format!("cpus = {}", m.cpu_cores));
+        lines.push(format!("memory = \"{}GiB\"", m.ram_gib));
+        lines.push(format!("disk = \"{}GB\"", m.disk_gb.max(1)));
+    }
+    let shard = fit.map_or(plan.settings.shard, |f| f.shard);
+    if count > 1 && count <= fit::GPUS_PER_NODE && shard != Shard::None {
+        lines.push("nvlink = \"all\"".into());
+    }
+    if count > fit::GPUS_PER_NODE {
+        lines.push("rdma = true".into());
+    }
+    Some(lines.join("\n") + "\n")
+}

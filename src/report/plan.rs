@@ -1,0 +1,192 @@
+//! `gpuenv plan`'s report: the estimate term by term with its assumptions, the GPUs it fits
+//! on with their stacks, the machine, the time and cost, the offers, and the order.
+//!
+//! Owns: how a plan reads, on a terminal and as JSON ([`super::doc::PlanDoc`]). Must not:
+//! compute anything about memory, fit or stacks (the plan holds it).
+
+use std::io::{self, Write};
+
+use super::doc::{PlanDoc, PlanMemory};
+use super::{SCHEMA_VERSION, Styles, write_json};
+use crate::model::PartialDate;
+use crate::plan::run::{Options, Plan};
+
+fn gib(bytes: u64) -> String {
+    format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
+}
+
+fn signed_gib(bytes: i64) -> String {
+    format!("{:+.1} GiB", bytes as f64 / (1u64 << 30) as f64)
+}
+
+/// Writes the plan.
+pub fn plan(
+    out: &mut dyn Write,
+    p: &Plan,
+    o: &Options,
+    all: bool,
+    json: bool,
+    db_date: Option<PartialDate>,
+    styles: Styles,
+) -> io::Result<()> {
+    let order = crate::plan::run::order(p);
+    if json {
+        let mut assumptions = p.estimate.assumptions.clone();
+        assumptions.extend(p.assumptions.iter().cloned());
+        return write_json(
+            out,
+            &PlanDoc {
+                schema_version: SCHEMA_VERSION,
+                db_date,
+                params: p.model.params,
+                model: p.model.clone(),
+                settings: p.settings.clone(),
+                memory: PlanMemory {
+                    per_gpu: p.estimate.per_gpu,
+                },
+                fits: p.fits.clone(),
+                machine: p.machine.clone(),
+                assumptions,
+                offers: p.offers.clone(),
+                order,
+            },
+        );
+    }
+    let s = &p.settings;
+    writeln!(
+        out,
+        "model:      {} parameters ({}){}",
+        p.model.params,
+        p.model.source,
+        if p.model.active_params != p.model.params && p.model.active_params > 0 {
+            format!(", {} active per token", p.model.active_params)
+        } else {
+            String::new()
+        }
+    )?;
+    writeln!(
+        out,
+        "settings:   {:?}, {:?}, {:?}, seq-len {}, batch {}{}, {} GPU(s), shard {:?}",
+        s.method,
+        s.precision,
+        s.optimizer,
+        s.seq_len,
+        s.batch,
+        if s.checkpointing { ", checkpointing" } else { "" },
+        s.gpus,
+        s.shard
+    )?;
+    let m = &p.estimate.per_gpu;
+    writeln!(out)?;
+    writeln!(out, "memory per GPU (estimate):")?;
+    for (name, v) in [
+        ("weights", m.weights),
+        ("gradients", m.gradients),
+        ("optimizer", m.optimizer),
+        ("activations", m.activations),
+        ("kv cache", m.kv_cache),
+        ("overhead", m.overhead),
+    ] {
+        writeln!(out, "  {name:<12} {:>12}", gib(v))?;
+    }
+    writeln!(out, "  {:<12} {:>12}", "total", gib(m.total))?;
+    writeln!(
+        out,
+        "  (activations and overhead are estimates; the assumptions are listed below)"
+    )?;
+
+    writeln!(out)?;
+    writeln!(out, "GPUs:")?;
+    let shown: Vec<_> = p.fits.iter().filter(|f| all || f.fits).collect();
+    if shown.is_empty() {
+        writeln!(out, "  none of compat-db's GPUs holds it (--all lists them)")?;
+    }
+    for f in shown {
+        write!(out, "  ")?;
+        styles.paint(out, if f.fits { "fits" } else { "no  " })?;
+        write!(
+            out,
+            "  {}x {}: {} per GPU of {}, headroom {}",
+            f.count,
+            f.gpu,
+            gib(f.per_gpu_bytes),
+            gib(f.memory_bytes),
+            signed_gib(f.headroom_bytes)
+        )?;
+        if let Some(h) = f.hours {
+            write!(out, ", {h:.1} h")?;
+            if let Some(price) = o.price_per_gpu_hour {
+                write!(out, ", {:.0} at {price}/GPU-hour", h * price * f64::from(f.count))?;
+            }
+        }
+        writeln!(out)?;
+        if let Some(st) = &f.stack {
+            match (&st.torch, &st.why) {
+                (Some(t), _) => writeln!(
+                    out,
+                    "          stack: torch {t} on Python {} ({}){}",
+                    st.python.as_deref().unwrap_or("?"),
+                    st.status,
+                    st.min_driver
+                        .as_deref()
+                        .map(|d| format!(", driver >= {d}"))
+                        .unwrap_or_default()
+                )?,
+                (None, why) => writeln!(
+                    out,
+                    "          stack: none runs: {}",
+                    why.as_deref().unwrap_or("?")
+                )?,
+            }
+        }
+        if let Some(i) = &f.interconnect {
+            writeln!(out, "          links: {i}")?;
+        }
+    }
+    if let Some(mc) = &p.machine {
+        writeln!(out)?;
+        writeln!(
+            out,
+            "machine:    {} CPU cores, {} GiB RAM, {} GB disk at least",
+            mc.cpu_cores, mc.ram_gib, mc.disk_gb
+        )?;
+    }
+    if !p.offers.is_empty() {
+        writeln!(out)?;
+        writeln!(out, "offers, best first:")?;
+        for (i, r) in p.offers.iter().enumerate() {
+            writeln!(
+                out,
+                "  {}. {}: {}x {}{}{}",
+                i + 1,
+                r.offer.name,
+                r.count,
+                r.gpu.as_deref().unwrap_or(&r.offer.gpu),
+                r.cost.map(|c| format!(", run {c:.0}")).unwrap_or_default(),
+                if r.reasons.is_empty() { "" } else { ": falls short" }
+            )?;
+            for why in &r.reasons {
+                writeln!(out, "       - {why}")?;
+            }
+        }
+    }
+    writeln!(out)?;
+    writeln!(out, "assumptions:")?;
+    for a in p.estimate.assumptions.iter().chain(&p.assumptions) {
+        writeln!(out, "  {}: {} [{}]", a.what, a.value, a.source)?;
+    }
+    match order {
+        Some(text) => {
+            writeln!(out)?;
+            writeln!(out, "order to accept on delivery (--order-out FILE writes it):")?;
+            for l in text.lines().filter(|l| !l.starts_with('#')) {
+                writeln!(out, "  {l}")?;
+            }
+        }
+        None => {
+            writeln!(out)?;
+            writeln!(out, "no order: no GPU fits")?;
+        }
+    }
+    Ok(())
+}
