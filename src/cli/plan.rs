@@ -14,7 +14,12 @@ use crate::plan::{Method, ModelShape, Optimizer, Precision, Settings, Shard};
 #[derive(Debug, Args)]
 pub struct PlanArgs {
     /// The model's size: `7B`, `70b`, `1.5T`, `7000000000`.
-    #[arg(long, value_name = "COUNT", conflicts_with = "model")]
+    #[arg(
+        long,
+        value_name = "COUNT",
+        conflicts_with = "model",
+        allow_hyphen_values = true
+    )]
     pub params: Option<String>,
     /// A Hugging Face config.json (read offline), or a model compat-db knows
     /// (`Llama-2-70B`, `meta-llama/Llama-2-70b-hf`; `gpuenv db list model`).
@@ -51,7 +56,7 @@ pub struct PlanArgs {
     #[arg(long, value_name = "R", default_value_t = 16)]
     pub lora_rank: u32,
     /// Tokens to train on (or generate), for the time and the cost.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
     pub tokens: Option<String>,
     /// Model FLOPs utilization assumed for the time, a fraction (0.4) or percent (40%).
     #[arg(long, value_name = "FRACTION", default_value = "0.4")]

@@ -4,7 +4,7 @@
 //!
 //! Owns: the search for the smallest count of a GPU that holds the estimate, the headroom,
 //! the interconnect advice, the machine's rules and the time formula, each with its source.
-//! Must not: estimate memory (that is [`super::estimate`], handed in as a function), or
+//! Must not: estimate memory (that is [`mod@super::estimate`], handed in as a function), or
 //! judge a stack (the caller asks the resolver).
 
 use serde::{Deserialize, Serialize};
@@ -164,7 +164,13 @@ pub fn hours(params: u64, tokens: u64, count: u32, gpu: &Gpu, mfu: f64, method: 
     let tflops = gpu.bf16_tflops?;
     let flops = flops_per_param(method) * params as f64 * tokens as f64;
     let rate = f64::from(count) * tflops * 1e12 * mfu;
-    (rate > 0.0).then(|| flops / rate / 3600.0)
+    (rate > 0.0).then(|| cents(flops / rate / 3600.0))
+}
+
+/// Rounded to hundredths: an estimate has no more digits than that, and a document read
+/// back must give the same number.
+pub fn cents(v: f64) -> f64 {
+    (v * 100.0).round() / 100.0
 }
 
 /// The default model FLOPs utilization: what share of the GPU's peak a training run
@@ -365,7 +371,8 @@ mod tests {
         g.bf16_tflops = Some(989.5);
         // 6 x 7e9 x 1e12 / (8 x 989.5e12 x 0.4) s.
         let h = hours(7_000_000_000, 1_000_000_000_000, 8, &g, 0.4, Method::Full).unwrap();
-        assert!((h - 6.0 * 7e9 * 1e12 / (8.0 * 989.5e12 * 0.4) / 3600.0).abs() < 1e-9);
+        assert_eq!(h, cents(6.0 * 7e9 * 1e12 / (8.0 * 989.5e12 * 0.4) / 3600.0));
+        assert_eq!(h, 3684.52);
         g.bf16_tflops = None;
         assert_eq!(hours(7, 7, 1, &g, 0.4, Method::Full), None);
     }

@@ -299,12 +299,17 @@ pub struct RankedOffer {
 }
 
 /// Ranks judged offers: those that fit before those that do not, then those a stack runs
-/// on, then the cheapest run (an unknown cost after a known one), then the cheapest hour.
+/// on (natively before conditionally), then those that fall short in nothing else (links, RAM, disk), then the cheapest
+/// run (an unknown cost after a known one), then the cheapest hour.
 pub fn rank(offers: &mut [RankedOffer]) {
     let key = |o: &RankedOffer| {
         (
             !o.fits,
             !o.stack_runs,
+            // A stack that runs only under a condition (minor-version compatibility, PTX
+            // JIT) after one that runs natively.
+            o.stack.as_ref().is_some_and(|s| s.status == "conditional"),
+            !o.reasons.is_empty(),
             o.cost.is_none(),
             o.cost.unwrap_or(f64::MAX),
             o.offer.price_per_hour.unwrap_or(f64::MAX),

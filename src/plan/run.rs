@@ -311,16 +311,20 @@ fn judge_offer(
         }
     }
     out.cost = match (out.hours, offer.price_per_hour) {
-        (Some(h), Some(p)) => Some(h * p),
+        (Some(h), Some(p)) => Some(fit::cents(h * p)),
         _ => None,
     };
     out
 }
 
-/// The order to accept on delivery for the plan's pick: the first offer that fits and runs
-/// a stack, else the first fitting GPU. Keys and units as `check --order` reads them.
+/// The order to accept on delivery for the plan's pick: the first offer that fits, runs a
+/// stack and falls short in nothing, else the first fitting GPU. Keys and units as `check --order` reads them.
 pub fn order(plan: &Plan) -> Option<String> {
-    let (gpu, count, stack) = match plan.offers.iter().find(|o| o.fits && o.stack_runs) {
+    let (gpu, count, stack) = match plan
+        .offers
+        .iter()
+        .find(|o| o.fits && o.stack_runs && o.reasons.is_empty())
+    {
         Some(o) => (o.gpu.clone()?, o.count, o.stack.clone()),
         None => {
             let f = plan.fits.iter().find(|f| f.fits)?;

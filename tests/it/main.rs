@@ -14,6 +14,7 @@ mod hostile;
 mod hostile_net;
 mod image;
 mod image_build;
+mod plan;
 mod processes;
 mod query;
 mod reading;

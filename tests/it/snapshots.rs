@@ -360,3 +360,34 @@ fn verify_json_of_an_archive() {
     );
     snap!("verify-archive", serde_json::from_str::<Value>(&text).unwrap());
 }
+
+/// `plan --json` on a model compat-db records, for two GPUs, with offers: the contract's
+/// fields (`params`, `memory.per_gpu`, `fits`, `assumptions`, `offers`) and their values.
+#[test]
+fn plan_json() {
+    let offers = fixture("plan/offers.csv");
+    let text = stdout(&[
+        "plan",
+        "--model",
+        "Llama-2-7B",
+        "--method",
+        "lora",
+        "--checkpointing",
+        "--gpu",
+        "A100 80GB SXM",
+        "--gpu",
+        "RTX 4090",
+        "--driver",
+        "550.90.07",
+        "--python",
+        "3.11",
+        "--tokens",
+        "1B",
+        "--offers",
+        offers.to_str().unwrap(),
+        "--json",
+    ]);
+    snap!("plan", serde_json::from_str::<Value>(&text).unwrap());
+    let doc: gpuenv::report::doc::PlanDoc = reads_back("plan --json", &text);
+    assert_eq!(doc.params, 6_738_415_616);
+}
