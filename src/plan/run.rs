@@ -138,9 +138,24 @@ pub fn plan(db: &Db, model: ModelShape, mut settings: Settings, o: &Options) -> 
             b.gpu.as_str(),
         ))
     });
+    // The resolver's answer turns on what a GPU runs (its compute capability, and whether
+    // it may use CUDA forward compatibility, the CPU it sits beside), not on its name or
+    // count: GPUs alike share
+    // one answer, so a plan over every GPU of compat-db asks it a few times, not ninety.
+    let mut answers: std::collections::HashMap<(String, bool, Option<String>), FitStack> =
+        std::collections::HashMap::new();
     for f in fits.iter_mut().filter(|f| f.fits) {
         if let Some(g) = gpus.iter().find(|g| g.name == f.gpu) {
-            f.stack = Some(stack_for(db, &o.stack, g, f.count, None));
+            let key = (
+                g.compute_capability.to_string(),
+                g.forward_compat,
+                g.host_arch.clone(),
+            );
+            let stack = answers
+                .entry(key)
+                .or_insert_with(|| stack_for(db, &o.stack, g, f.count, None))
+                .clone();
+            f.stack = Some(stack);
         }
     }
     let ckpt = checkpoint_bytes(&model, &settings);
