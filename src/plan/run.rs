@@ -350,8 +350,10 @@ pub fn order(plan: &Plan) -> Option<String> {
     let memory_gib = fit.map(|f| f.memory_bytes as f64 / (1u64 << 30) as f64);
     let mut lines = vec![
         format!(
-            "# The order gpuenv plan made for {} ({} parameters, {:?}); check it on delivery with",
-            plan.model.source, plan.model.params, plan.settings.method
+            "# The order gpuenv plan made for {} ({} parameters, {}); check it on delivery with",
+            plan.model.source,
+            plan.model.params,
+            format!("{:?}", plan.settings.method).to_lowercase()
         ),
         "# `gpuenv check --order THIS_FILE`.".to_string(),
         format!("gpu = \"{gpu}\""),

@@ -11,6 +11,9 @@ use super::{SCHEMA_VERSION, Styles, write_json};
 use crate::model::PartialDate;
 use crate::plan::run::{Options, Plan};
 
+/// How many fitting GPUs the terminal report lists without `--all`.
+const SHOWN: usize = 12;
+
 fn gib(bytes: u64) -> String {
     format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
 }
@@ -64,17 +67,22 @@ pub fn plan(
             String::new()
         }
     )?;
+    let word = |v: &dyn std::fmt::Debug| format!("{v:?}").to_lowercase();
     writeln!(
         out,
-        "settings:   {:?}, {:?}, {:?}, seq-len {}, batch {}{}, {} GPU(s), shard {:?}",
-        s.method,
-        s.precision,
-        s.optimizer,
+        "settings:   {}, {}, {}, seq-len {}, batch {}{}, {}, shard {}",
+        word(&s.method),
+        word(&s.precision),
+        word(&s.optimizer),
         s.seq_len,
         s.batch,
         if s.checkpointing { ", checkpointing" } else { "" },
-        s.gpus,
-        s.shard
+        if o.gpus.is_some() {
+            format!("{} GPU(s)", s.gpus)
+        } else {
+            "the fewest GPUs of each kind that hold it (memory below at 1)".to_string()
+        },
+        word(&s.shard)
     )?;
     let m = &p.estimate.per_gpu;
     writeln!(out)?;
@@ -97,10 +105,21 @@ pub fn plan(
 
     writeln!(out)?;
     writeln!(out, "GPUs:")?;
-    let shown: Vec<_> = p.fits.iter().filter(|f| all || f.fits).collect();
+    let fitting = p.fits.iter().filter(|f| f.fits).count();
+    let shown: Vec<_> = p
+        .fits
+        .iter()
+        .filter(|f| all || f.fits)
+        .take(if all { usize::MAX } else { SHOWN })
+        .collect();
     if shown.is_empty() {
         writeln!(out, "  none of compat-db's GPUs holds it (--all lists them)")?;
     }
+    let more = if all {
+        0
+    } else {
+        fitting.saturating_sub(shown.len())
+    };
     for f in shown {
         write!(out, "  ")?;
         styles.paint(out, if f.fits { "fits" } else { "no  " })?;
@@ -142,6 +161,12 @@ pub fn plan(
         if let Some(i) = &f.interconnect {
             writeln!(out, "          links: {i}")?;
         }
+    }
+    if more > 0 {
+        writeln!(
+            out,
+            "  ... {more} more that fit (--all lists every GPU, --json has them all)"
+        )?;
     }
     if let Some(mc) = &p.machine {
         writeln!(out)?;
