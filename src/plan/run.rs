@@ -49,7 +49,7 @@ pub struct Plan {
     pub estimate: Estimate,
     /// Every GPU that was tried, fitting first, then by count.
     pub fits: Vec<Fit>,
-    /// The machine for the first fitting GPU.
+    /// The machine around the pick (the best offer, else the first fitting GPU).
     pub machine: Option<Machine>,
     /// The assumptions of the fit, the time and the machine.
     pub assumptions: Vec<Assumption>,
@@ -159,10 +159,6 @@ pub fn plan(db: &Db, model: ModelShape, mut settings: Settings, o: &Options) -> 
         }
     }
     let ckpt = checkpoint_bytes(&model, &settings);
-    let machine = fits
-        .iter()
-        .find(|f| f.fits)
-        .map(|f| fit::machine(f.count, ckpt, o.dataset_gb, o.keep_checkpoints));
     let mut assumptions = vec![
         Assumption {
             what: "GPU memory".into(),
@@ -187,15 +183,19 @@ pub fn plan(db: &Db, model: ModelShape, mut settings: Settings, o: &Options) -> 
     if o.tokens.is_some() {
         assumptions.extend(fit::time_assumptions(o.mfu));
     }
-    if let Some(m) = &machine {
-        assumptions.extend(m.rules.iter().cloned());
-    }
     let mut ranked: Vec<RankedOffer> = o
         .offers
         .iter()
-        .map(|offer| judge_offer(db, &model, &settings, o, offer, machine.as_ref(), ckpt))
+        .map(|offer| judge_offer(db, &model, &settings, o, offer, ckpt))
         .collect();
     offers::rank(&mut ranked);
+    // The machine around the pick: the best offer that falls short in nothing, else the
+    // first GPU that fits.
+    let machine =
+        pick(&ranked, &fits).map(|(_, count, _)| fit::machine(count, ckpt, o.dataset_gb, o.keep_checkpoints));
+    if let Some(m) = &machine {
+        assumptions.extend(m.rules.iter().cloned());
+    }
     Plan {
         model,
         settings,
@@ -215,7 +215,6 @@ fn judge_offer(
     settings: &Settings,
     o: &Options,
     offer: &Offer,
-    machine: Option<&Machine>,
     ckpt: u64,
 ) -> RankedOffer {
     let mut out = RankedOffer {
@@ -288,7 +287,8 @@ fn judge_offer(
         out.reasons
             .push("several nodes and no RDMA listed: the gradients cross nodes every step".into());
     }
-    if let Some(m) = machine {
+    {
+        let m = fit::machine(count, ckpt, o.dataset_gb, o.keep_checkpoints);
         let ram_needed = m.ram_gib.max(ckpt.div_ceil(1 << 30));
         if let Some(ram) = offer.ram.as_deref() {
             let mut e = Expect::default();
@@ -332,20 +332,25 @@ fn judge_offer(
     out
 }
 
-/// The order to accept on delivery for the plan's pick: the first offer that fits, runs a
-/// stack and falls short in nothing, else the first fitting GPU. Keys and units as `check --order` reads them.
-pub fn order(plan: &Plan) -> Option<String> {
-    let (gpu, count, stack) = match plan
-        .offers
+/// The plan's pick: the best offer that fits, runs a stack and falls short in nothing, else
+/// the first GPU that fits; its GPU, count and stack.
+fn pick(offers: &[RankedOffer], fits: &[Fit]) -> Option<(String, u32, Option<FitStack>)> {
+    match offers
         .iter()
         .find(|o| o.fits && o.stack_runs && o.reasons.is_empty())
     {
-        Some(o) => (o.gpu.clone()?, o.count, o.stack.clone()),
+        Some(o) => Some((o.gpu.clone()?, o.count, o.stack.clone())),
         None => {
-            let f = plan.fits.iter().find(|f| f.fits)?;
-            (f.gpu.clone(), f.count, f.stack.clone())
+            let f = fits.iter().find(|f| f.fits)?;
+            Some((f.gpu.clone(), f.count, f.stack.clone()))
         }
-    };
+    }
+}
+
+/// The order to accept on delivery for the plan's pick: the first offer that fits, runs a
+/// stack and falls short in nothing, else the first fitting GPU. Keys and units as `check --order` reads them.
+pub fn order(plan: &Plan) -> Option<String> {
+    let (gpu, count, stack) = pick(&plan.offers, &plan.fits)?;
     let fit = plan.fits.iter().find(|f| f.gpu == gpu);
     let memory_gib = fit.map(|f| f.memory_bytes as f64 / (1u64 << 30) as f64);
     let mut lines = vec![
