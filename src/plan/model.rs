@@ -454,3 +454,33 @@ mod tests {
         assert!(start.elapsed() < std::time::Duration::from_millis(500));
     }
 }
+
+#[cfg(test)]
+mod against_the_database {
+    use super::*;
+
+    /// The count read from a config file and the count compat-db's lint holds each model
+    /// record to are two computations of one formula; they must agree on every model both
+    /// know.
+    #[test]
+    fn configs_and_records_count_alike() {
+        let db = crate::db::Db::embedded().unwrap();
+        for (file, record) in [
+            ("llama-2-70b-hf.config.json", "Llama-2-70B"),
+            ("llama-2-7b-hf.config.json", "Llama-2-7B"),
+            ("mixtral-8x7b-v0.1.config.json", "Mixtral-8x7B"),
+        ] {
+            let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/fixtures/plan")
+                .join(file);
+            let shape = from_hf_config(&std::fs::read_to_string(path).unwrap(), file).unwrap();
+            let rec = db.model(record).unwrap();
+            assert_eq!(shape.params, rec.params, "{file}");
+            assert_eq!(
+                shape.active_params,
+                rec.active_params.unwrap_or(rec.params),
+                "{file}"
+            );
+        }
+    }
+}
