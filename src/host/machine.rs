@@ -13,6 +13,50 @@ use super::parse;
 use super::system::System;
 use super::types::{DiskMedia, Mount, NetInterface, Network, RdmaPort};
 
+/// gpuenv's application ID for [`machine_id`]: a fixed random 128-bit value, so that the
+/// ID gpuenv shows cannot be correlated with another application's.
+const GPUENV_APP_ID: [u8; 16] = [
+    0xc9, 0x26, 0x09, 0x36, 0x78, 0xf2, 0x4b, 0x30, 0xbf, 0x1d, 0x45, 0x6d, 0xbd, 0x8d, 0xd7, 0x7d,
+];
+
+/// The machine's ID as gpuenv shows it: `/etc/machine-id` is confidential (machine-id(5)
+/// says not to expose it), so what is shown is derived from it as systemd's
+/// `sd_id128_get_machine_app_specific()` does: HMAC-SHA256 keyed by the machine ID's 16
+/// bytes over gpuenv's application ID, the first 16 bytes of the MAC in hex (32 digits).
+/// The same machine gives the same value, and the value does not give the ID back.
+/// `None` when the file cannot be read or does not hold 32 hex digits.
+pub fn machine_id(sys: &dyn System) -> Option<String> {
+    let raw = sys.read("/etc/machine-id")?;
+    app_specific_id(raw.trim(), &GPUENV_APP_ID)
+}
+
+/// [`machine_id`]'s derivation from the file's text.
+fn app_specific_id(machine_id: &str, app_id: &[u8; 16]) -> Option<String> {
+    if machine_id.len() != 32 || !machine_id.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    let key: Vec<u8> = (0..16)
+        .map(|i| u8::from_str_radix(&machine_id[2 * i..2 * i + 2], 16))
+        .collect::<Result<_, _>>()
+        .ok()?;
+    let mac = hmac_sha256(&key, app_id);
+    Some(mac[..16].iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// HMAC-SHA256 (RFC 2104) over `sha2`: a key of at most one block (64 bytes), as here.
+fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
+    use sha2::{Digest, Sha256};
+    let mut block = [0u8; 64];
+    if key.len() > 64 {
+        block[..32].copy_from_slice(&Sha256::digest(key));
+    } else {
+        block[..key.len()].copy_from_slice(key);
+    }
+    let pad = |byte: u8| block.map(|b| b ^ byte);
+    let inner = Sha256::new().chain_update(pad(0x36)).chain_update(message).finalize();
+    Sha256::new().chain_update(pad(0x5c)).chain_update(inner).finalize().into()
+}
+
 /// `/proc/sys/kernel/hostname`, trimmed.
 pub fn hostname(sys: &dyn System) -> Option<String> {
     sys.read("/proc/sys/kernel/hostname")
@@ -447,5 +491,25 @@ mod tests {
         assert_eq!(network(&host(&[], &[])), None);
         let only_modules = host(&[("/proc/modules", "nvidia 1 0 - Live 0x0\n")], &[]);
         assert_eq!(network(&only_modules).unwrap().peermem, Some(false));
+    }
+
+    #[test]
+    fn hmac_sha256_matches_rfc_4231() {
+        // RFC 4231, test case 2.
+        let mac = hmac_sha256(b"Jefe", b"what do ya want for nothing?");
+        let hex: String = mac.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(hex, "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+    }
+
+    #[test]
+    fn the_machine_id_shown_is_derived_not_the_raw_one() {
+        let a = app_specific_id("0123456789abcdef0123456789abcdef", &GPUENV_APP_ID).unwrap();
+        let again = app_specific_id("0123456789abcdef0123456789abcdef", &GPUENV_APP_ID).unwrap();
+        let b = app_specific_id("fedcba9876543210fedcba9876543210", &GPUENV_APP_ID).unwrap();
+        assert_eq!(a, again);
+        assert_ne!(a, b);
+        assert_eq!(a.len(), 32);
+        assert_ne!(a, "0123456789abcdef0123456789abcdef");
+        assert_eq!(app_specific_id("not-an-id", &GPUENV_APP_ID), None);
     }
 }

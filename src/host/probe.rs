@@ -232,6 +232,13 @@ pub struct HostReport {
     /// The host's name (`/proc/sys/kernel/hostname`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hostname: Option<String>,
+    /// An ID of this machine for gpuenv, stable across reboots: derived from
+    /// `/etc/machine-id` as systemd's `sd_id128_get_machine_app_specific()` does
+    /// (HMAC-SHA256 keyed by the machine ID over gpuenv's fixed application ID, the first
+    /// 32 hex digits), never the raw ID, which machine-id(5) says is confidential. Two
+    /// reports with the same value come from the same machine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine_id: Option<String>,
     /// Probes that failed or were cut off.
     pub issues: Vec<ProbeIssue>,
     /// `GPUENV_*` overrides applied.
@@ -893,6 +900,7 @@ fn probe_system(sys: &dyn System) -> Part {
         .read("/proc/sys/kernel/osrelease")
         .map(|k| k.trim().to_string());
     let hostname = super::machine::hostname(sys);
+    let machine_id = super::machine::machine_id(sys);
     let cpu = sys.read("/proc/cpuinfo").map(|t| CpuInfo {
         numa_nodes: super::machine::numa_nodes(sys),
         ..parse::cpuinfo(&t)
@@ -913,6 +921,7 @@ fn probe_system(sys: &dyn System) -> Part {
         r.glibc = glibc;
         r.kernel = kernel;
         r.hostname = hostname;
+        r.machine_id = machine_id;
         r.cpu = cpu;
         r.memory_kib = memory_kib;
         r.mounts = mounts;
