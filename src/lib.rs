@@ -23,6 +23,7 @@
 //! - [`deadline`]: the total and idle limits of one command's work with the outside.
 //! - [`net`]: HTTP under a deadline, bodies read through caps (the registry and upstream
 //!   clients send through it).
+//! - [`fleet`]: `doctor --json` reports of many nodes merged: a summary each, the drift.
 //! - [`report`]: the only module that prints.
 //! - [`cli`]: argument parsing and dispatch.
 
@@ -33,6 +34,7 @@ pub mod deadline;
 pub mod docker;
 pub mod dockerfile;
 pub mod files;
+pub mod fleet;
 pub mod formats;
 pub mod host;
 pub mod image;

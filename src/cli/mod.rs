@@ -245,6 +245,11 @@ enum Command {
     /// stack for each, the machine, the time and cost, offers ranked, and the order to
     /// accept on delivery (--order-out). Exit 1 when no GPU fits.
     Plan(Box<plan::PlanArgs>),
+    /// Many nodes: merge `doctor --json` reports and show what differs between nodes.
+    Fleet {
+        #[command(subcommand)]
+        command: FleetCommand,
+    },
     /// Work with the database itself.
     Db {
         #[command(subcommand)]
@@ -487,6 +492,22 @@ struct GraphArgs {
 }
 
 #[derive(Debug, Subcommand)]
+enum FleetCommand {
+    /// Merge `gpuenv doctor --json` reports (each FILE, every `*.json` of each DIR): a row
+    /// per node, the drift between nodes (NCCL, torch, driver branch, GPUs, RDMA, failing
+    /// checks) with what each breaks, and a line for each file left out. Exit 1 when a
+    /// node has a failing check, 2 when no report could be read.
+    Report {
+        /// `doctor --json` files, or directories of them.
+        #[arg(required = true, value_name = "DIR|FILE")]
+        paths: Vec<PathBuf>,
+        /// Print a JSON document.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
 enum DbCommand {
     /// Check every record: unknown keys, bad values, missing sources, dangling references,
     /// duplicate ids or aliases, overlapping ranges. Exit 1 when any is found.
@@ -713,6 +734,20 @@ fn dispatch(cli: &Cli, out: &mut dyn Write, styles: report::Styles) -> Result<Ex
                     Exit::Ok
                 },
             )
+        }
+        Command::Fleet {
+            command: FleetCommand::Report { paths, json },
+        } => {
+            let (files, problems) = crate::fleet::inputs(paths);
+            let fleet = crate::fleet::merge(&files, problems);
+            report::fleet(out, &fleet, *json, styles)?;
+            Ok(if fleet.nodes.is_empty() {
+                Exit::BadInput
+            } else if fleet.worst == Some(crate::judge::Verdict::Fail) {
+                Exit::Findings
+            } else {
+                Exit::Ok
+            })
         }
         Command::Check(args) => check(cli, args, out, styles),
         Command::Plan(args) => {

@@ -86,6 +86,24 @@ pub struct DoctorDoc {
     pub overrides: Vec<String>,
 }
 
+/// `gpuenv fleet report --json`: each node's summary, the drift between nodes, the files
+/// that could not be merged, the worst verdict.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FleetDoc {
+    /// [`SCHEMA_VERSION`].
+    #[serde(default = "schema_version")]
+    pub schema_version: u32,
+    /// One per node, in the order read.
+    pub nodes: Vec<crate::fleet::NodeSummary>,
+    /// `{kind, what_it_breaks, values: [{value, nodes}]}`, in the order of
+    /// [`crate::fleet::DRIFT_KINDS`].
+    pub drift: Vec<crate::fleet::Drift>,
+    /// `{file, message}` for each file left out.
+    pub problems: Vec<crate::fleet::FileProblem>,
+    /// The worst verdict of any node's checks.
+    pub worst: Option<crate::judge::Verdict>,
+}
+
 /// `gpuenv verify --json`: the verification, then the version and the database's date.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct VerifyDoc {

@@ -29,6 +29,7 @@
 pub mod acceptance;
 mod containers;
 pub mod doc;
+mod fleet;
 mod graph;
 mod host;
 mod plan;
@@ -49,6 +50,7 @@ pub use containers::{
     BUILD_LINE, ProgressLines, PullChoice, built, dockerfile_text, dockerfile_written, human_size, pull_plan,
     pulled,
 };
+pub use fleet::fleet;
 pub use graph::graph_dot;
 pub use host::{check, doctor};
 pub use plan::plan;

@@ -1,0 +1,400 @@
+//! Many nodes: `doctor --json` reports merged into one view of a fleet.
+//!
+//! Owns: which files are read (each file named, every `*.json` of a directory named, in
+//! name order), reading them one at a time within a cap, the small summary kept of each
+//! node ([`NodeSummary`]), the drift between nodes and what each kind of drift breaks
+//! ([`Drift`], [`DRIFT_KINDS`]), and the line said about each file that could not be merged
+//! ([`FileProblem`]). Must not: print (that is `report::fleet`) or collect reports from the
+//! nodes (Slurm, ssh, Kubernetes: not built yet).
+//!
+//! Memory: a report is read, summarized and dropped before the next is read, so what is
+//! held grows with the summaries (a few hundred bytes a node), not with the reports.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::judge::Verdict;
+use crate::report::SCHEMA_VERSION;
+use crate::report::doc::DoctorDoc;
+
+/// The most bytes read of one report.
+pub const REPORT_CAP: u64 = 32 << 20;
+
+/// Each kind of drift, its stable code and what it breaks, in the order they are listed.
+pub const DRIFT_KINDS: [(&str, &str); 9] = [
+    ("nccl", "a multi-node job will fail or hang: torch's NCCL differs between nodes"),
+    ("system-nccl", "a multi-node job will fail or hang: the system NCCL differs between nodes"),
+    ("torch", "a multi-node job will fail or hang: torch differs between nodes"),
+    ("torch-cuda", "a multi-node job will fail or hang: torch's CUDA differs between nodes"),
+    ("driver-branch", "usually fine, but named: the driver branch differs between nodes"),
+    ("gpu-model", "a heterogeneous job: the slowest GPU sets the pace"),
+    ("gpu-count", "a heterogeneous job: nodes hold different numbers of GPUs"),
+    ("rdma", "RDMA on some nodes only: traffic to the others falls back to TCP"),
+    ("failing-checks", "these nodes fail doctor's own checks"),
+];
+
+/// The torch of one Python of a node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TorchSummary {
+    /// The interpreter.
+    pub python: String,
+    /// `torch.__version__`.
+    pub torch: String,
+    /// torch's CUDA (`None` for a CPU build).
+    pub cuda: Option<String>,
+    /// torch's NCCL.
+    pub nccl: Option<String>,
+}
+
+/// What is kept of one node's report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeSummary {
+    /// The node's key: its host name, or the file's name without `.json` when the report
+    /// has none.
+    pub node: String,
+    /// The file read.
+    pub file: String,
+    /// `host.hostname`.
+    pub hostname: Option<String>,
+    /// `host.machine_id` (derived, never the raw ID).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine_id: Option<String>,
+    /// The driver version.
+    pub driver: Option<String>,
+    /// Its branch (the major version).
+    pub driver_branch: Option<u32>,
+    /// The GPU models, sorted, each once.
+    pub gpu_models: Vec<String>,
+    /// How many GPUs.
+    pub gpu_count: usize,
+    /// Each Python with torch.
+    pub torch: Vec<TorchSummary>,
+    /// The system NCCL versions, sorted, each once.
+    pub system_nccl: Vec<String>,
+    /// Whether an RDMA port is ACTIVE; `None` when the report holds no network facts.
+    pub rdma: Option<bool>,
+    /// The ids of the checks that failed.
+    pub failing_checks: Vec<String>,
+    /// How many checks warned.
+    pub warns: usize,
+    /// The worst verdict of its checks (`None` when it has none).
+    pub worst: Option<Verdict>,
+}
+
+impl NodeSummary {
+    /// The summary of one report, read from `file`.
+    pub fn of(doc: &DoctorDoc, file: &Path) -> NodeSummary {
+        let h = &doc.host;
+        let hostname = h.hostname.clone().filter(|n| !n.is_empty());
+        let node = hostname.clone().unwrap_or_else(|| stem(file));
+        let driver = h.driver.as_ref().map(|d| &d.value);
+        let set = |it: &mut dyn Iterator<Item = String>| -> Vec<String> {
+            it.collect::<BTreeSet<_>>().into_iter().collect()
+        };
+        NodeSummary {
+            node,
+            file: file.display().to_string(),
+            hostname,
+            machine_id: h.machine_id.clone(),
+            driver: driver.map(|d| d.to_string()),
+            driver_branch: driver.map(|d| d.branch()),
+            gpu_models: set(&mut h.gpus.iter().map(|g| g.name.clone())),
+            gpu_count: h.gpus.len(),
+            torch: h
+                .pythons
+                .iter()
+                .filter_map(|p| {
+                    p.torch.as_ref().map(|t| TorchSummary {
+                        python: p.path.clone(),
+                        torch: t.version.clone(),
+                        cuda: t.cuda.clone(),
+                        nccl: t.nccl.clone(),
+                    })
+                })
+                .collect(),
+            system_nccl: set(&mut h.nccl.iter().filter_map(|l| l.version.clone())),
+            rdma: h.network.as_ref().map(|n| {
+                n.rdma
+                    .iter()
+                    .any(|p| p.state.as_deref().is_some_and(|s| s.eq_ignore_ascii_case("ACTIVE")))
+            }),
+            failing_checks: doc
+                .checks
+                .iter()
+                .filter(|c| c.verdict == Verdict::Fail)
+                .map(|c| c.id.to_string())
+                .collect(),
+            warns: doc.checks.iter().filter(|c| c.verdict == Verdict::Warn).count(),
+            worst: doc.checks.iter().map(|c| c.verdict).max(),
+        }
+    }
+
+    /// This node's value for a kind of drift, in words (`none`, `unknown` where it has
+    /// nothing to compare).
+    fn value(&self, kind: &str) -> String {
+        fn words(v: Vec<String>) -> String {
+            let v: Vec<String> = v.into_iter().collect::<BTreeSet<_>>().into_iter().collect();
+            if v.is_empty() { "none".into() } else { v.join(", ") }
+        }
+        let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "unknown".into());
+        match kind {
+            "nccl" => words(self.torch.iter().map(|t| opt(&t.nccl)).collect()),
+            "system-nccl" => words(self.system_nccl.clone()),
+            "torch" => words(self.torch.iter().map(|t| t.torch.clone()).collect()),
+            "torch-cuda" => words(self.torch.iter().map(|t| t.cuda.clone().unwrap_or_else(|| "cpu".into())).collect()),
+            "driver-branch" => self.driver_branch.map_or_else(|| "unknown".into(), |b| b.to_string()),
+            "gpu-model" => words(self.gpu_models.clone()),
+            "gpu-count" => self.gpu_count.to_string(),
+            "rdma" => match self.rdma {
+                Some(true) => "active".into(),
+                Some(false) => "none".into(),
+                None => "unknown".into(),
+            },
+            "failing-checks" => words(self.failing_checks.clone()),
+            _ => String::new(),
+        }
+    }
+}
+
+/// One value of a drift, and the nodes holding it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DriftValue {
+    /// The value, in words.
+    pub value: String,
+    /// The nodes holding it, in the order they were read.
+    pub nodes: Vec<String>,
+}
+
+/// A fact that differs between nodes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Drift {
+    /// Its stable code (one of [`DRIFT_KINDS`]).
+    pub kind: String,
+    /// What it breaks, in a sentence.
+    pub what_it_breaks: String,
+    /// Each value, with its nodes, the most common first.
+    pub values: Vec<DriftValue>,
+}
+
+/// A file that could not be merged, and why, in a line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileProblem {
+    /// The file.
+    pub file: String,
+    /// Why.
+    pub message: String,
+}
+
+/// The merged view.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Fleet {
+    /// Each node, in the order its report was read.
+    pub nodes: Vec<NodeSummary>,
+    /// The facts that differ between nodes, in the order of [`DRIFT_KINDS`].
+    pub drift: Vec<Drift>,
+    /// Each file that could not be merged.
+    pub problems: Vec<FileProblem>,
+    /// The worst verdict of any node.
+    pub worst: Option<Verdict>,
+}
+
+fn stem(file: &Path) -> String {
+    let name = file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    name.strip_suffix(".json").map(str::to_string).unwrap_or(name)
+}
+
+/// The files `paths` name: a file as it is, a directory as its `*.json` files in name
+/// order. A directory that cannot be listed is a problem.
+pub fn inputs(paths: &[PathBuf]) -> (Vec<PathBuf>, Vec<FileProblem>) {
+    let mut files = Vec::new();
+    let mut problems = Vec::new();
+    for p in paths {
+        if !p.is_dir() {
+            files.push(p.clone());
+            continue;
+        }
+        match std::fs::read_dir(p) {
+            Ok(entries) => {
+                let mut found: Vec<PathBuf> = entries
+                    .filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|f| f.extension().is_some_and(|x| x == "json"))
+                    .collect();
+                found.sort();
+                files.extend(found);
+            }
+            Err(e) => problems.push(FileProblem {
+                file: p.display().to_string(),
+                message: format!("cannot list the directory: {e}"),
+            }),
+        }
+    }
+    (files, problems)
+}
+
+/// What a document is, when it does not read as a doctor report.
+#[derive(Deserialize)]
+struct Shape {
+    schema_version: Option<u32>,
+    host: Option<serde::de::IgnoredAny>,
+    checks: Option<serde::de::IgnoredAny>,
+}
+
+/// One report read and checked, or why not (a line, without the file's name).
+pub fn read_report(file: &Path) -> Result<DoctorDoc, String> {
+    let text = crate::files::read_text(file, REPORT_CAP, "report").map_err(|e| e.to_string())?;
+    let wrong_version = |v: u32| {
+        let age = if v < SCHEMA_VERSION { "an older" } else { "a newer" };
+        format!(
+            "written by {age} gpuenv (schema_version {v}; this one reads {SCHEMA_VERSION}): run this gpuenv's `doctor --json` on the node again"
+        )
+    };
+    match serde_json::from_str::<DoctorDoc>(&text) {
+        Ok(doc) if doc.schema_version != SCHEMA_VERSION => Err(wrong_version(doc.schema_version)),
+        Ok(doc) => Ok(doc),
+        Err(e) => Err(match serde_json::from_str::<Shape>(&text) {
+            Ok(Shape {
+                schema_version: Some(v),
+                ..
+            }) if v != SCHEMA_VERSION => wrong_version(v),
+            Ok(Shape {
+                host: Some(_),
+                checks: Some(_),
+                ..
+            }) => format!("not a readable `gpuenv doctor --json` report: {e}"),
+            Ok(_) => "not a `gpuenv doctor --json` report (it has no `host` and `checks`)".to_string(),
+            Err(_) => format!("not JSON: {e}"),
+        }),
+    }
+}
+
+/// Reads each file in turn, keeping only its summary, and merges them: the nodes, the
+/// drift between them, and a problem for each file that could not be merged (unreadable,
+/// not a doctor report, another schema, a node already read).
+pub fn merge(files: &[PathBuf], mut problems: Vec<FileProblem>) -> Fleet {
+    let mut nodes: Vec<NodeSummary> = Vec::new();
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    for file in files {
+        let problem = |message: String| FileProblem {
+            file: file.display().to_string(),
+            message,
+        };
+        let doc = match read_report(file) {
+            Ok(doc) => doc,
+            Err(m) => {
+                problems.push(problem(m));
+                continue;
+            }
+        };
+        let summary = NodeSummary::of(&doc, file);
+        drop(doc);
+        if let Some(&i) = seen.get(&summary.node) {
+            problems.push(problem(format!(
+                "a second report of node `{}` (the first is `{}`): left out",
+                summary.node, nodes[i].file
+            )));
+            continue;
+        }
+        seen.insert(summary.node.clone(), nodes.len());
+        nodes.push(summary);
+    }
+    let drift = drift(&nodes);
+    let worst = nodes.iter().filter_map(|n| n.worst).max();
+    Fleet {
+        nodes,
+        drift,
+        problems,
+        worst,
+    }
+}
+
+/// The facts that differ between `nodes`, in the order of [`DRIFT_KINDS`]; failing checks
+/// are listed whenever a node has one.
+pub fn drift(nodes: &[NodeSummary]) -> Vec<Drift> {
+    let mut out = Vec::new();
+    for (kind, breaks) in DRIFT_KINDS {
+        let mut values: Vec<DriftValue> = Vec::new();
+        for n in nodes {
+            let v = n.value(kind);
+            match values.iter_mut().find(|d| d.value == v) {
+                Some(d) => d.nodes.push(n.node.clone()),
+                None => values.push(DriftValue {
+                    value: v,
+                    nodes: vec![n.node.clone()],
+                }),
+            }
+        }
+        let differs = values.len() > 1;
+        let fails = kind == "failing-checks" && nodes.iter().any(|n| !n.failing_checks.is_empty());
+        if differs || fails {
+            // Stable: the most common value first, then the order read.
+            values.sort_by_key(|d| std::cmp::Reverse(d.nodes.len()));
+            out.push(Drift {
+                kind: kind.to_string(),
+                what_it_breaks: breaks.to_string(),
+                values,
+            });
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(name: &str, branch: u32, gpus: usize) -> NodeSummary {
+        NodeSummary {
+            node: name.into(),
+            file: format!("{name}.json"),
+            hostname: Some(name.into()),
+            machine_id: None,
+            driver: Some(format!("{branch}.1.2")),
+            driver_branch: Some(branch),
+            gpu_models: vec!["NVIDIA H100 80GB HBM3".into()],
+            gpu_count: gpus,
+            torch: Vec::new(),
+            system_nccl: Vec::new(),
+            rdma: Some(true),
+            failing_checks: Vec::new(),
+            warns: 0,
+            worst: Some(Verdict::Pass),
+        }
+    }
+
+    #[test]
+    fn only_what_differs_is_drift() {
+        let nodes = [node("a", 535, 8), node("b", 535, 8), node("c", 550, 8)];
+        let d = drift(&nodes);
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert_eq!(d[0].kind, "driver-branch");
+        assert_eq!(d[0].values[0].value, "535");
+        assert_eq!(d[0].values[0].nodes, ["a", "b"]);
+        assert_eq!(d[0].values[1].nodes, ["c"]);
+        assert!(drift(&nodes[..2]).is_empty());
+    }
+
+    #[test]
+    fn a_failing_check_is_listed_even_when_every_node_fails_it() {
+        let mut a = node("a", 535, 8);
+        a.failing_checks = vec!["gpus-visible".into()];
+        let d = drift(&[a]);
+        assert_eq!(d[0].kind, "failing-checks");
+        assert_eq!(d[0].values[0].value, "gpus-visible");
+    }
+
+    #[test]
+    fn every_drift_code_is_kebab_case_and_has_a_value() {
+        let n = node("a", 535, 8);
+        for (kind, _) in DRIFT_KINDS {
+            assert!(kind.bytes().all(|b| b.is_ascii_lowercase() || b == b'-'), "{kind}");
+            assert!(!n.value(kind).is_empty(), "{kind}");
+        }
+    }
+
+    #[test]
+    fn a_node_without_hostname_is_its_file() {
+        assert_eq!(stem(Path::new("/x/node-3.json")), "node-3");
+    }
+}

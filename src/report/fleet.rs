@@ -1,0 +1,103 @@
+//! `gpuenv fleet report`: a row per node, the drift between them, the files left out.
+
+use std::io::{self, Write};
+
+use super::doc::FleetDoc;
+use super::{SCHEMA_VERSION, Styles, write_json};
+use crate::fleet::{Fleet, NodeSummary};
+use crate::judge::Verdict;
+
+fn mark(v: Option<Verdict>) -> &'static str {
+    match v {
+        Some(Verdict::Pass) => "pass",
+        Some(Verdict::Skip) | None => "skip",
+        Some(Verdict::Warn) => "warn",
+        Some(Verdict::Fail) => "FAIL",
+    }
+}
+
+/// The merged reports: JSON ([`FleetDoc`]) or text.
+pub fn fleet(out: &mut dyn Write, f: &Fleet, json_out: bool, styles: Styles) -> io::Result<()> {
+    if json_out {
+        return write_json(
+            out,
+            &FleetDoc {
+                schema_version: SCHEMA_VERSION,
+                nodes: f.nodes.clone(),
+                drift: f.drift.clone(),
+                problems: f.problems.clone(),
+                worst: f.worst,
+            },
+        );
+    }
+    if f.nodes.is_empty() {
+        writeln!(out, "no report could be read")?;
+    } else {
+        writeln!(out, "{} nodes", f.nodes.len())?;
+    }
+    for n in &f.nodes {
+        styles.paint(out, mark(n.worst))?;
+        writeln!(out, "  {}", row(n))?;
+    }
+    if f.drift.is_empty() && !f.nodes.is_empty() {
+        writeln!(out)?;
+        writeln!(out, "no drift: the nodes agree")?;
+    }
+    for d in &f.drift {
+        writeln!(out)?;
+        writeln!(out, "{}: {}", d.kind, d.what_it_breaks)?;
+        for v in &d.values {
+            writeln!(out, "  {}: {}", v.value, v.nodes.join(", "))?;
+        }
+    }
+    if !f.problems.is_empty() {
+        writeln!(out)?;
+        writeln!(out, "left out:")?;
+        for p in &f.problems {
+            writeln!(out, "  {}: {}", p.file, p.message)?;
+        }
+    }
+    Ok(())
+}
+
+/// One node in a line.
+fn row(n: &NodeSummary) -> String {
+    let gpus = if n.gpu_count == 0 {
+        "no GPU".to_string()
+    } else {
+        format!("{}x {}", n.gpu_count, n.gpu_models.join(" + "))
+    };
+    let driver = n.driver.as_deref().unwrap_or("?");
+    let torch: Vec<String> = n
+        .torch
+        .iter()
+        .map(|t| {
+            format!(
+                "torch {} (CUDA {}, NCCL {})",
+                t.torch,
+                t.cuda.as_deref().unwrap_or("none"),
+                t.nccl.as_deref().unwrap_or("?")
+            )
+        })
+        .collect();
+    let torch = if torch.is_empty() { "no torch".to_string() } else { torch.join("; ") };
+    let nccl = if n.system_nccl.is_empty() {
+        String::new()
+    } else {
+        format!(", system NCCL {}", n.system_nccl.join(", "))
+    };
+    let rdma = match n.rdma {
+        Some(true) => "RDMA",
+        Some(false) => "no RDMA",
+        None => "RDMA unknown",
+    };
+    let fails = if n.failing_checks.is_empty() {
+        String::new()
+    } else {
+        format!(", failing: {}", n.failing_checks.join(", "))
+    };
+    format!(
+        "{}  {gpus}, driver {driver}, {torch}{nccl}, {rdma}, {} warn{fails}",
+        n.node, n.warns
+    )
+}
