@@ -10,6 +10,7 @@ mod db;
 mod doctor;
 mod extensions;
 mod files;
+mod fleet;
 mod hostile;
 mod hostile_net;
 mod image;
