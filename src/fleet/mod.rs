@@ -24,14 +24,35 @@ pub const REPORT_CAP: u64 = 32 << 20;
 
 /// Each kind of drift, its stable code and what it breaks, in the order they are listed.
 pub const DRIFT_KINDS: [(&str, &str); 9] = [
-    ("nccl", "a multi-node job will fail or hang: torch's NCCL differs between nodes"),
-    ("system-nccl", "a multi-node job will fail or hang: the system NCCL differs between nodes"),
-    ("torch", "a multi-node job will fail or hang: torch differs between nodes"),
-    ("torch-cuda", "a multi-node job will fail or hang: torch's CUDA differs between nodes"),
-    ("driver-branch", "usually fine, but named: the driver branch differs between nodes"),
+    (
+        "nccl",
+        "a multi-node job will fail or hang: torch's NCCL differs between nodes",
+    ),
+    (
+        "system-nccl",
+        "a multi-node job will fail or hang: the system NCCL differs between nodes",
+    ),
+    (
+        "torch",
+        "a multi-node job will fail or hang: torch differs between nodes",
+    ),
+    (
+        "torch-cuda",
+        "a multi-node job will fail or hang: torch's CUDA differs between nodes",
+    ),
+    (
+        "driver-branch",
+        "usually fine, but named: the driver branch differs between nodes",
+    ),
     ("gpu-model", "a heterogeneous job: the slowest GPU sets the pace"),
-    ("gpu-count", "a heterogeneous job: nodes hold different numbers of GPUs"),
-    ("rdma", "RDMA on some nodes only: traffic to the others falls back to TCP"),
+    (
+        "gpu-count",
+        "a heterogeneous job: nodes hold different numbers of GPUs",
+    ),
+    (
+        "rdma",
+        "RDMA on some nodes only: traffic to the others falls back to TCP",
+    ),
     ("failing-checks", "these nodes fail doctor's own checks"),
 ];
 
@@ -116,9 +137,11 @@ impl NodeSummary {
                 .collect(),
             system_nccl: set(&mut h.nccl.iter().filter_map(|l| l.version.clone())),
             rdma: h.network.as_ref().map(|n| {
-                n.rdma
-                    .iter()
-                    .any(|p| p.state.as_deref().is_some_and(|s| s.eq_ignore_ascii_case("ACTIVE")))
+                n.rdma.iter().any(|p| {
+                    p.state
+                        .as_deref()
+                        .is_some_and(|s| s.eq_ignore_ascii_case("ACTIVE"))
+                })
             }),
             failing_checks: doc
                 .checks
@@ -143,8 +166,15 @@ impl NodeSummary {
             "nccl" => words(self.torch.iter().map(|t| opt(&t.nccl)).collect()),
             "system-nccl" => words(self.system_nccl.clone()),
             "torch" => words(self.torch.iter().map(|t| t.torch.clone()).collect()),
-            "torch-cuda" => words(self.torch.iter().map(|t| t.cuda.clone().unwrap_or_else(|| "cpu".into())).collect()),
-            "driver-branch" => self.driver_branch.map_or_else(|| "unknown".into(), |b| b.to_string()),
+            "torch-cuda" => words(
+                self.torch
+                    .iter()
+                    .map(|t| t.cuda.clone().unwrap_or_else(|| "cpu".into()))
+                    .collect(),
+            ),
+            "driver-branch" => self
+                .driver_branch
+                .map_or_else(|| "unknown".into(), |b| b.to_string()),
             "gpu-model" => words(self.gpu_models.clone()),
             "gpu-count" => self.gpu_count.to_string(),
             "rdma" => match self.rdma {
@@ -201,7 +231,10 @@ pub struct Fleet {
 }
 
 fn stem(file: &Path) -> String {
-    let name = file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = file
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     name.strip_suffix(".json").map(str::to_string).unwrap_or(name)
 }
 
@@ -388,7 +421,10 @@ mod tests {
     fn every_drift_code_is_kebab_case_and_has_a_value() {
         let n = node("a", 535, 8);
         for (kind, _) in DRIFT_KINDS {
-            assert!(kind.bytes().all(|b| b.is_ascii_lowercase() || b == b'-'), "{kind}");
+            assert!(
+                kind.bytes().all(|b| b.is_ascii_lowercase() || b == b'-'),
+                "{kind}"
+            );
             assert!(!n.value(kind).is_empty(), "{kind}");
         }
     }

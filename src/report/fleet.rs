@@ -80,7 +80,11 @@ fn row(n: &NodeSummary) -> String {
             )
         })
         .collect();
-    let torch = if torch.is_empty() { "no torch".to_string() } else { torch.join("; ") };
+    let torch = if torch.is_empty() {
+        "no torch".to_string()
+    } else {
+        torch.join("; ")
+    };
     let nccl = if n.system_nccl.is_empty() {
         String::new()
     } else {

@@ -18,7 +18,12 @@ fn report(dir: &Path, host: &str, name: &str) {
 /// Four recorded hosts, one report each, in a temporary directory.
 fn four_nodes() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    for h in ["8x-h100-nvlink", "2-socket-rdma", "single-a100", "7x-a100-40gb-driver-525"] {
+    for h in [
+        "8x-h100-nvlink",
+        "2-socket-rdma",
+        "single-a100",
+        "7x-a100-40gb-driver-525",
+    ] {
         report(dir.path(), h, h);
     }
     dir
@@ -31,7 +36,11 @@ fn fleet(dir: &Path) -> (i32, Value) {
 
 /// The drift of `kind`, as `value -> nodes`.
 fn drift<'a>(doc: &'a Value, kind: &str) -> Option<&'a Value> {
-    doc["drift"].as_array().unwrap().iter().find(|d| d["kind"] == kind)
+    doc["drift"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["kind"] == kind)
 }
 
 fn nodes_with<'a>(d: &'a Value, value: &str) -> Vec<&'a str> {
@@ -56,9 +65,22 @@ fn fleet_report_sees_the_planted_drift() {
     assert_eq!(doc["schema_version"], 1);
     assert_eq!(doc["worst"], "warn");
     assert!(doc["problems"].as_array().unwrap().is_empty(), "{doc}");
-    let nodes: Vec<&str> = doc["nodes"].as_array().unwrap().iter().map(|n| n["node"].as_str().unwrap()).collect();
+    let nodes: Vec<&str> = doc["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["node"].as_str().unwrap())
+        .collect();
     // Sorted by file; the host with a host name is keyed by it, the others by file.
-    assert_eq!(nodes, ["gpu-node-07", "7x-a100-40gb-driver-525", "8x-h100-nvlink", "single-a100"]);
+    assert_eq!(
+        nodes,
+        [
+            "gpu-node-07",
+            "7x-a100-40gb-driver-525",
+            "8x-h100-nvlink",
+            "single-a100"
+        ]
+    );
     let rdma_node = &doc["nodes"][0];
     assert_eq!(rdma_node["hostname"], "gpu-node-07");
     assert_eq!(rdma_node["rdma"], true);
@@ -66,14 +88,27 @@ fn fleet_report_sees_the_planted_drift() {
     assert_eq!(rdma_node["driver_branch"], 550);
 
     let branch = drift(&doc, "driver-branch").expect("driver branches differ");
-    assert!(branch["what_it_breaks"].as_str().unwrap().starts_with("usually fine"));
+    assert!(
+        branch["what_it_breaks"]
+            .as_str()
+            .unwrap()
+            .starts_with("usually fine")
+    );
     assert_eq!(nodes_with(branch, "550"), ["gpu-node-07", "8x-h100-nvlink"]);
     assert_eq!(nodes_with(branch, "525"), ["7x-a100-40gb-driver-525"]);
     assert_eq!(nodes_with(branch, "535"), ["single-a100"]);
 
     let model = drift(&doc, "gpu-model").expect("GPU models differ");
-    assert!(model["what_it_breaks"].as_str().unwrap().starts_with("a heterogeneous job"));
-    assert_eq!(nodes_with(model, "NVIDIA A100-SXM4-40GB"), ["7x-a100-40gb-driver-525"]);
+    assert!(
+        model["what_it_breaks"]
+            .as_str()
+            .unwrap()
+            .starts_with("a heterogeneous job")
+    );
+    assert_eq!(
+        nodes_with(model, "NVIDIA A100-SXM4-40GB"),
+        ["7x-a100-40gb-driver-525"]
+    );
     let count = drift(&doc, "gpu-count").expect("GPU counts differ");
     assert_eq!(nodes_with(count, "8"), ["gpu-node-07", "8x-h100-nvlink"]);
     assert_eq!(nodes_with(count, "1"), ["single-a100"]);
@@ -93,8 +128,17 @@ fn fleet_report_sees_the_planted_drift() {
     let run = gpuenv(&["fleet", "report", dir.path().to_str().unwrap()]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(run.stdout.starts_with("4 nodes\n"), "{}", run.stdout);
-    assert!(run.stdout.contains("warn  gpu-node-07  8x NVIDIA H100 80GB HBM3, driver 550.90.07"), "{}", run.stdout);
-    assert!(run.stdout.contains("\ndriver-branch: usually fine"), "{}", run.stdout);
+    assert!(
+        run.stdout
+            .contains("warn  gpu-node-07  8x NVIDIA H100 80GB HBM3, driver 550.90.07"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("\ndriver-branch: usually fine"),
+        "{}",
+        run.stdout
+    );
     assert!(!run.stdout.contains("left out"), "{}", run.stdout);
 }
 
@@ -106,12 +150,26 @@ fn fleet_report_exits_with_the_worst_nodes_code() {
     assert_eq!(code, 1, "a node fails a check: {doc}");
     assert_eq!(doc["worst"], "fail");
     let fails = drift(&doc, "failing-checks").expect("a failing node is named");
-    let failing = fails["values"].as_array().unwrap().iter().find(|v| v["nodes"][0] == "no-gpu").unwrap();
-    assert!(failing["value"].as_str().unwrap().contains("gpus-visible"), "{fails}");
+    let failing = fails["values"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["nodes"][0] == "no-gpu")
+        .unwrap();
+    assert!(
+        failing["value"].as_str().unwrap().contains("gpus-visible"),
+        "{fails}"
+    );
     // Files named one by one read the same.
     let a = dir.path().join("single-a100.json");
     let b = dir.path().join("no-gpu.json");
-    let run = gpuenv(&["fleet", "report", a.to_str().unwrap(), b.to_str().unwrap(), "--json"]);
+    let run = gpuenv(&[
+        "fleet",
+        "report",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "--json",
+    ]);
     assert_eq!(run.code, 1);
     assert_eq!(json(&run)["nodes"].as_array().unwrap().len(), 2);
 }
@@ -143,7 +201,11 @@ fn fleet_report_names_each_bad_file_and_merges_the_rest() {
         .unwrap()
         .iter()
         .map(|p| {
-            let file = Path::new(p["file"].as_str().unwrap()).file_name().unwrap().to_string_lossy().into_owned();
+            let file = Path::new(p["file"].as_str().unwrap())
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
             (file, p["message"].as_str().unwrap().to_string())
         })
         .collect();
@@ -163,7 +225,12 @@ fn fleet_report_names_each_bad_file_and_merges_the_rest() {
     let run = gpuenv(&["fleet", "report", p.to_str().unwrap(), "/nonexistent/r.json"]);
     assert_eq!(run.code, 0);
     assert!(run.stdout.contains("left out:\n"), "{}", run.stdout);
-    assert!(run.stdout.contains("/nonexistent/r.json: cannot read report `/nonexistent/r.json`: no such file"), "{}", run.stdout);
+    assert!(
+        run.stdout
+            .contains("/nonexistent/r.json: cannot read report `/nonexistent/r.json`: no such file"),
+        "{}",
+        run.stdout
+    );
 }
 
 #[test]
@@ -189,7 +256,10 @@ fn machine_id_of(id: &str) -> (String, String) {
     });
     let run = gpuenv(&["doctor", "--host-facts", dir.path().to_str().unwrap(), "--json"]);
     let doc = json(&run);
-    (doc["host"]["machine_id"].as_str().unwrap().to_string(), run.stdout)
+    (
+        doc["host"]["machine_id"].as_str().unwrap().to_string(),
+        run.stdout,
+    )
 }
 
 #[test]
@@ -201,9 +271,17 @@ fn machine_id_is_derived_stable_and_never_the_raw_id() {
     assert_eq!(a, again, "the same machine, the same ID");
     assert_ne!(a, other, "another machine, another ID");
     assert_eq!(a.len(), 32);
-    assert!(!text.to_lowercase().contains(raw), "the raw machine-id is in doctor --json");
+    assert!(
+        !text.to_lowercase().contains(raw),
+        "the raw machine-id is in doctor --json"
+    );
     // A host without the file has no machine_id.
     let facts = fixture("hosts/single-a100");
-    let doc = json(&gpuenv(&["doctor", "--host-facts", facts.to_str().unwrap(), "--json"]));
+    let doc = json(&gpuenv(&[
+        "doctor",
+        "--host-facts",
+        facts.to_str().unwrap(),
+        "--json",
+    ]));
     assert!(doc["host"].get("machine_id").is_none());
 }
