@@ -850,13 +850,17 @@ fn command_text(c: &CmdOutput) -> String {
 }
 
 /// Every raw answer of the record, commands first; environment variables are left out
-/// (they may hold secrets).
+/// (they may hold secrets), and so is `/etc/machine-id`, which machine-id(5) says is
+/// confidential.
 fn captures(r: &HostRecord) -> Vec<Capture> {
     let mut out = Vec::new();
     for (cmd, o) in &r.commands {
         out.push(capture(cmd.clone(), "command", command_text(o)));
     }
     for (path, text) in &r.files {
+        if path == "/etc/machine-id" {
+            continue;
+        }
         out.push(capture(
             path.clone(),
             "file",

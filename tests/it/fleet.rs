@@ -275,6 +275,23 @@ fn machine_id_is_derived_stable_and_never_the_raw_id() {
         !text.to_lowercase().contains(raw),
         "the raw machine-id is in doctor --json"
     );
+    // Nor is it on the acceptance page, which shows every other raw answer of the host.
+    let dir = derived_host("single-a100", |r| {
+        r["files"]["/etc/machine-id"] = format!("{raw}\n").into();
+    });
+    let page = dir.path().join("page.md");
+    let run = gpuenv(&[
+        "check",
+        "--host-facts",
+        dir.path().join("host.json").to_str().unwrap(),
+        "--report",
+        page.to_str().unwrap(),
+    ]);
+    let page = std::fs::read_to_string(&page).unwrap_or_else(|e| panic!("{e}: {}", run.stderr));
+    assert!(
+        !page.contains(raw),
+        "the raw machine-id is on the acceptance page"
+    );
     // A host without the file has no machine_id.
     let facts = fixture("hosts/single-a100");
     let doc = json(&gpuenv(&[
