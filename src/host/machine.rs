@@ -26,8 +26,30 @@ const GPUENV_APP_ID: [u8; 16] = [
 /// The same machine gives the same value, and the value does not give the ID back.
 /// `None` when the file cannot be read or does not hold 32 hex digits.
 pub fn machine_id(sys: &dyn System) -> Option<String> {
-    let raw = sys.read("/etc/machine-id")?;
-    app_specific_id(raw.trim(), &GPUENV_APP_ID)
+    let text = sys.read(MACHINE_ID_FILE)?;
+    let text = text.trim();
+    match text.strip_prefix(RECORDED_MARK) {
+        // A recorded host holds the derived ID, never the raw one (see [`recorded`]).
+        Some(derived) if derived.len() == 32 && derived.bytes().all(|b| b.is_ascii_hexdigit()) => {
+            Some(derived.to_string())
+        }
+        Some(_) => None,
+        None => app_specific_id(text, &GPUENV_APP_ID),
+    }
+}
+
+/// Where the machine ID is read.
+pub const MACHINE_ID_FILE: &str = "/etc/machine-id";
+
+/// What a recorded host holds in place of `/etc/machine-id`'s text.
+const RECORDED_MARK: &str = "gpuenv-app-specific-id:";
+
+/// What `--record` keeps of `/etc/machine-id`: the derived ID behind a mark, so a recorded
+/// host (a fixture, a file sent to a vendor) replays to the same `machine_id` without
+/// holding the confidential raw ID; nothing when the file holds no ID.
+pub fn recorded(text: Option<String>) -> Option<String> {
+    let derived = app_specific_id(text?.trim(), &GPUENV_APP_ID)?;
+    Some(format!("{RECORDED_MARK}{derived}"))
 }
 
 /// [`machine_id`]'s derivation from the file's text.
@@ -521,5 +543,31 @@ mod tests {
         assert_eq!(a.len(), 32);
         assert_ne!(a, "0123456789abcdef0123456789abcdef");
         assert_eq!(app_specific_id("not-an-id", &GPUENV_APP_ID), None);
+    }
+
+    /// `--record` keeps the derived ID, not the raw one, and the recorded host replays to
+    /// the same `machine_id` as the machine it was recorded on.
+    #[test]
+    fn a_recording_holds_the_derived_id_and_replays_to_it() {
+        use crate::host::system::{HostRecord, Recording};
+        let raw = "0123456789abcdef0123456789abcdef";
+        let mut live = HostRecord::default();
+        live.files
+            .insert(MACHINE_ID_FILE.into(), Some(format!("{raw}\n")));
+        let live = Recording::replay(live);
+        let expected = machine_id(&live);
+        assert!(expected.is_some());
+        let rec = Recording::capture(Box::new(live), "test".into());
+        assert_eq!(machine_id(&rec), expected, "the live answer is derived as before");
+        let record = rec.record();
+        let kept = record.files[MACHINE_ID_FILE].clone().unwrap();
+        assert!(!kept.contains(raw), "{kept}");
+        assert!(serde_json::to_string(&record).unwrap().find(raw).is_none());
+        assert_eq!(machine_id(&Recording::replay(record)), expected);
+        // A mark followed by anything but an ID gives none.
+        let mut bad = HostRecord::default();
+        bad.files
+            .insert(MACHINE_ID_FILE.into(), Some(format!("{RECORDED_MARK}zz")));
+        assert_eq!(machine_id(&Recording::replay(bad)), None);
     }
 }

@@ -322,6 +322,12 @@ impl System for Recording {
             |r| r.files.get(path).cloned(),
             |s| s.read(path),
             |r, v| {
+                // The raw machine ID is confidential: the record keeps what gpuenv derives.
+                let v = if path == super::machine::MACHINE_ID_FILE {
+                    super::machine::recorded(v)
+                } else {
+                    v
+                };
                 r.files.insert(path.to_string(), v);
             },
         )
