@@ -22,12 +22,15 @@ fn top_names() -> Vec<String> {
     names
 }
 
-/// Every command name a user can type after `gpuenv`, and after `gpuenv db`.
+/// Every command name a user can type after `gpuenv`, and after a command that has
+/// commands of its own (`gpuenv db`, `gpuenv fleet`).
 fn command_names() -> Vec<String> {
     let cli = gpuenv::cli::Cli::command();
     let mut names = top_names();
-    let db = cli.find_subcommand("db").expect("a db command");
-    names.extend(db.get_subcommands().map(|c| c.get_name().to_string()));
+    assert!(cli.find_subcommand("db").is_some(), "a db command");
+    for c in cli.get_subcommands() {
+        names.extend(c.get_subcommands().map(|s| s.get_name().to_string()));
+    }
     names
 }
 
