@@ -15,10 +15,13 @@ use crate::host::{HostReport, ProbeOptions, overrides, probe};
 /// How to probe the host.
 #[derive(Debug, Args, Clone, Default)]
 pub struct HostArgs {
-    /// Save every raw answer of this host to DIR/host.json (a fixture for --host-facts).
+    /// Save every raw answer of this host to DIR/host.json (a fixture for --host-facts);
+    /// `{hostname}` in DIR is this host's name (one path for every node of a fleet).
     #[arg(long, value_name = "DIR", conflicts_with = "host_facts")]
     pub record: Option<PathBuf>,
     /// Replay a recorded host (DIR/host.json or the file) instead of probing this one.
+    /// `GPUENV_HOST_FACTS` does the same when the flag is not given (a scheduler's task
+    /// prolog can hand each node its own).
     #[arg(long, value_name = "FILE")]
     pub host_facts: Option<PathBuf>,
     /// Seconds before one command is cut off.
@@ -48,9 +51,14 @@ impl HostArgs {
             pythons: pythons.to_vec(),
             deadline: Duration::from_secs(self.probe_timeout.max(1) + 5),
         };
-        let (mut report, record) = match &self.host_facts {
+        let from_env = || {
+            std::env::var_os("GPUENV_HOST_FACTS")
+                .filter(|v| !v.is_empty() && self.record.is_none())
+                .map(PathBuf::from)
+        };
+        let (mut report, record) = match self.host_facts.clone().or_else(from_env) {
             Some(path) => {
-                let record = Recording::load(path).map_err(|e| match e {
+                let record = Recording::load(&path).map_err(|e| match e {
                     RecordError::File(e) => super::stack::read_error(e),
                     RecordError::Invalid(m) => CliError::Usage(m),
                 })?;
@@ -64,7 +72,8 @@ impl HostArgs {
                         crate::docker::info(Duration::from_secs(5)).map_err(|e| e.to_string())
                     }),
                 });
-                match &self.record {
+                let record_dir = self.record.as_deref().map(with_hostname);
+                match &record_dir {
                     None if !want_record => (probe(Arc::from(real), &opts), None),
                     dir => {
                         // Refused before a probe runs, not after.
@@ -130,4 +139,18 @@ fn save(dir: &Path, rec: &Recording) -> Result<(), CliError> {
         .map_err(werr(&file))?;
     // Atomic: an interrupted record never looks complete.
     files::write_file(&file, json.as_bytes(), Replace::RegularFile).map_err(super::write_error)
+}
+
+/// `dir` with `{hostname}` replaced by this host's name (`_` where the name would climb
+/// out of the folder).
+fn with_hostname(dir: &Path) -> PathBuf {
+    let text = dir.to_string_lossy();
+    if !text.contains(super::fleet::HOSTNAME_MARK) {
+        return dir.to_path_buf();
+    }
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|n| n.trim().to_string())
+        .unwrap_or_default();
+    let name = crate::fleet::collect::file_stem(if name.is_empty() { "localhost" } else { &name });
+    PathBuf::from(text.replace(super::fleet::HOSTNAME_MARK, &name))
 }

@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use clap::{Args, ColorChoice, CommandFactory, Parser, Subcommand, ValueEnum};
 
 mod containers;
+mod fleet;
 mod host;
 mod plan;
 mod stack;
@@ -493,6 +494,13 @@ struct GraphArgs {
 
 #[derive(Debug, Subcommand)]
 enum FleetCommand {
+    /// Run `gpuenv doctor --json` on every node through Slurm (`--slurm`), ssh (`--hosts
+    /// FILE`) or the pods of `fleet k8s-manifest` (`--kubectl NAME`), and write one report
+    /// per node (named by its hostname) into a new folder for `fleet report`. A node that
+    /// fails or does not answer in time leaves a file saying why, with the engine's words.
+    /// Exit 1 when a node gave no report or has a failing check; 3 when the engine could
+    /// not run at all.
+    Collect(Box<fleet::CollectArgs>),
     /// Merge `gpuenv doctor --json` reports (each FILE, every `*.json` of each DIR): a row
     /// per node, the drift between nodes (NCCL, torch, driver branch, GPUs, RDMA, failing
     /// checks) with what each breaks, and a line for each file left out. Exit 1 when a
@@ -735,6 +743,9 @@ fn dispatch(cli: &Cli, out: &mut dyn Write, styles: report::Styles) -> Result<Ex
                 },
             )
         }
+        Command::Fleet {
+            command: FleetCommand::Collect(args),
+        } => fleet::collect(args, out, styles),
         Command::Fleet {
             command: FleetCommand::Report { paths, json },
         } => {

@@ -4,11 +4,13 @@
 //! name order), reading them one at a time within a cap, the small summary kept of each
 //! node ([`NodeSummary`]), the drift between nodes and what each kind of drift breaks
 //! ([`Drift`], [`DRIFT_KINDS`]), and the line said about each file that could not be merged
-//! ([`FileProblem`]). Must not: print (that is `report::fleet`) or collect reports from the
-//! nodes (Slurm, ssh, Kubernetes: not built yet).
+//! ([`FileProblem`]). Must not: print (that is `report::fleet`) or reach the nodes (that is
+//! [`collect`]).
 //!
 //! Memory: a report is read, summarized and dropped before the next is read, so what is
 //! held grows with the summaries (a few hundred bytes a node), not with the reports.
+
+pub mod collect;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -23,7 +25,7 @@ use crate::report::doc::DoctorDoc;
 pub const REPORT_CAP: u64 = 32 << 20;
 
 /// Each kind of drift, its stable code and what it breaks, in the order they are listed.
-pub const DRIFT_KINDS: [(&str, &str); 9] = [
+pub const DRIFT_KINDS: [(&str, &str); 10] = [
     (
         "nccl",
         "a multi-node job will fail or hang: torch's NCCL differs between nodes",
@@ -54,6 +56,10 @@ pub const DRIFT_KINDS: [(&str, &str); 9] = [
         "RDMA on some nodes only: traffic to the others falls back to TCP",
     ),
     ("failing-checks", "these nodes fail doctor's own checks"),
+    (
+        "no-report",
+        "these nodes gave no report when collected: nothing is known of them",
+    ),
 ];
 
 /// The torch of one Python of a node.
@@ -100,8 +106,13 @@ pub struct NodeSummary {
     pub failing_checks: Vec<String>,
     /// How many checks warned.
     pub warns: usize,
-    /// The worst verdict of its checks (`None` when it has none).
+    /// The worst verdict of its checks (`None` when it has none; a fail when it gave no
+    /// report).
     pub worst: Option<Verdict>,
+    /// Why the node gave no report when collected (`fleet collect` left a failure in its
+    /// place); every fact above is then unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_report: Option<String>,
 }
 
 impl NodeSummary {
@@ -151,6 +162,28 @@ impl NodeSummary {
                 .collect(),
             warns: doc.checks.iter().filter(|c| c.verdict == Verdict::Warn).count(),
             worst: doc.checks.iter().map(|c| c.verdict).max(),
+            no_report: None,
+        }
+    }
+
+    /// A node that gave no report, from the failure `fleet collect` wrote in its place.
+    pub fn of_failure(f: &collect::Failure, file: &Path) -> NodeSummary {
+        NodeSummary {
+            node: f.node.clone(),
+            file: file.display().to_string(),
+            hostname: None,
+            machine_id: None,
+            driver: None,
+            driver_branch: None,
+            gpu_models: Vec::new(),
+            gpu_count: 0,
+            torch: Vec::new(),
+            system_nccl: Vec::new(),
+            rdma: None,
+            failing_checks: Vec::new(),
+            warns: 0,
+            worst: Some(Verdict::Fail),
+            no_report: Some(format!("{}: {}", f.engine, f.reason)),
         }
     }
 
@@ -183,6 +216,7 @@ impl NodeSummary {
                 None => "unknown".into(),
             },
             "failing-checks" => words(self.failing_checks.clone()),
+            "no-report" => self.no_report.clone().unwrap_or_else(|| "none".into()),
             _ => String::new(),
         }
     }
@@ -272,6 +306,35 @@ struct Shape {
     schema_version: Option<u32>,
     host: Option<serde::de::IgnoredAny>,
     checks: Option<serde::de::IgnoredAny>,
+    collect_failure: Option<collect::Failure>,
+}
+
+/// What one file holds: a node's report, or the failure `fleet collect` left for a node
+/// that gave none.
+pub enum NodeFile {
+    /// A report.
+    Report(Box<DoctorDoc>),
+    /// No report, and why.
+    Failure(collect::Failure),
+}
+
+/// One file read: a report or a collection failure, or why neither (a line, without the
+/// file's name).
+pub fn read_node(file: &Path) -> Result<NodeFile, String> {
+    read_report(file)
+        .map(|d| NodeFile::Report(Box::new(d)))
+        .or_else(|why| {
+            // Failures are tiny: read again only when the report did not read.
+            let text = crate::files::read_text(file, REPORT_CAP, "report").map_err(|e| e.to_string())?;
+            match serde_json::from_str::<Shape>(&text) {
+                Ok(Shape {
+                    collect_failure: Some(f),
+                    schema_version: Some(SCHEMA_VERSION),
+                    ..
+                }) => Ok(NodeFile::Failure(f)),
+                _ => Err(why),
+            }
+        })
 }
 
 /// One report read and checked, or why not (a line, without the file's name).
@@ -296,6 +359,10 @@ pub fn read_report(file: &Path) -> Result<DoctorDoc, String> {
                 checks: Some(_),
                 ..
             }) => format!("not a readable `gpuenv doctor --json` report: {e}"),
+            Ok(Shape {
+                collect_failure: Some(_),
+                ..
+            }) => "a collection failure (fleet collect) that does not read".to_string(),
             Ok(_) => "not a `gpuenv doctor --json` report (it has no `host` and `checks`)".to_string(),
             Err(_) => format!("not JSON: {e}"),
         }),
@@ -313,15 +380,14 @@ pub fn merge(files: &[PathBuf], mut problems: Vec<FileProblem>) -> Fleet {
             file: file.display().to_string(),
             message,
         };
-        let doc = match read_report(file) {
-            Ok(doc) => doc,
+        let summary = match read_node(file) {
+            Ok(NodeFile::Report(doc)) => NodeSummary::of(&doc, file),
+            Ok(NodeFile::Failure(f)) => NodeSummary::of_failure(&f, file),
             Err(m) => {
                 problems.push(problem(m));
                 continue;
             }
         };
-        let summary = NodeSummary::of(&doc, file);
-        drop(doc);
         if let Some(&i) = seen.get(&summary.node) {
             problems.push(problem(format!(
                 "a second report of node `{}` (the first is `{}`): left out",
@@ -343,12 +409,18 @@ pub fn merge(files: &[PathBuf], mut problems: Vec<FileProblem>) -> Fleet {
 }
 
 /// The facts that differ between `nodes`, in the order of [`DRIFT_KINDS`]; failing checks
-/// are listed whenever a node has one.
+/// and nodes without a report are listed whenever there is one. A node without a report
+/// counts only there: its facts are unknown, not different.
 pub fn drift(nodes: &[NodeSummary]) -> Vec<Drift> {
     let mut out = Vec::new();
     for (kind, breaks) in DRIFT_KINDS {
         let mut values: Vec<DriftValue> = Vec::new();
-        for n in nodes {
+        let listed: Box<dyn Fn(&&NodeSummary) -> bool> = if kind == "no-report" {
+            Box::new(|n: &&NodeSummary| n.no_report.is_some())
+        } else {
+            Box::new(|n: &&NodeSummary| n.no_report.is_none())
+        };
+        for n in nodes.iter().filter(listed) {
             let v = n.value(kind);
             match values.iter_mut().find(|d| d.value == v) {
                 Some(d) => d.nodes.push(n.node.clone()),
@@ -359,7 +431,8 @@ pub fn drift(nodes: &[NodeSummary]) -> Vec<Drift> {
             }
         }
         let differs = values.len() > 1;
-        let fails = kind == "failing-checks" && nodes.iter().any(|n| !n.failing_checks.is_empty());
+        let fails = (kind == "failing-checks" && nodes.iter().any(|n| !n.failing_checks.is_empty()))
+            || (kind == "no-report" && !values.is_empty());
         if differs || fails {
             // Stable: the most common value first, then the order read.
             values.sort_by_key(|d| std::cmp::Reverse(d.nodes.len()));
@@ -393,7 +466,29 @@ mod tests {
             failing_checks: Vec::new(),
             warns: 0,
             worst: Some(Verdict::Pass),
+            no_report: None,
         }
+    }
+
+    #[test]
+    fn a_node_without_a_report_is_listed_and_is_no_drift_of_its_own() {
+        let f = collect::Failure {
+            node: "c".into(),
+            engine: "slurm".into(),
+            reason: "srun: Exited with exit code 2".into(),
+            exit_code: Some(2),
+            stderr: vec![],
+        };
+        let nodes = [
+            node("a", 535, 8),
+            node("b", 535, 8),
+            NodeSummary::of_failure(&f, Path::new("c.json")),
+        ];
+        let d = drift(&nodes);
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert_eq!(d[0].kind, "no-report");
+        assert_eq!(d[0].values[0].nodes, ["c"]);
+        assert!(d[0].values[0].value.contains("exit code 2"));
     }
 
     #[test]

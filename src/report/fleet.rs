@@ -4,6 +4,7 @@ use std::io::{self, Write};
 
 use super::doc::FleetDoc;
 use super::{SCHEMA_VERSION, Styles, write_json};
+use crate::fleet::collect::CollectedNode;
 use crate::fleet::{Fleet, NodeSummary};
 use crate::judge::Verdict;
 
@@ -62,6 +63,9 @@ pub fn fleet(out: &mut dyn Write, f: &Fleet, json_out: bool, styles: Styles) -> 
 
 /// One node in a line.
 fn row(n: &NodeSummary) -> String {
+    if let Some(why) = &n.no_report {
+        return format!("{}  no report: {}", n.node, crate::text::terminal_safe(why));
+    }
     let gpus = if n.gpu_count == 0 {
         "no GPU".to_string()
     } else {
@@ -104,4 +108,65 @@ fn row(n: &NodeSummary) -> String {
         "{}  {gpus}, driver {driver}, {torch}{nccl}, {rdma}, {} warn{fails}",
         n.node, n.warns
     )
+}
+
+/// `fleet collect --json`: where the reports went and a line per node.
+#[derive(serde::Serialize)]
+struct CollectDoc<'a> {
+    schema_version: u32,
+    engine: &'a str,
+    dir: String,
+    nodes: &'a [CollectedNode],
+}
+
+/// What `fleet collect` wrote: a line per node (its file, or why it gave no report), and
+/// what to run next.
+pub fn collected(
+    out: &mut dyn Write,
+    engine: &str,
+    dir: &std::path::Path,
+    nodes: &[CollectedNode],
+    json_out: bool,
+    styles: Styles,
+) -> io::Result<()> {
+    if json_out {
+        return write_json(
+            out,
+            &CollectDoc {
+                schema_version: SCHEMA_VERSION,
+                engine,
+                dir: dir.display().to_string(),
+                nodes,
+            },
+        );
+    }
+    let got = nodes.iter().filter(|n| n.collected).count();
+    writeln!(
+        out,
+        "{got} of {} nodes gave a report through {engine}, written to {}",
+        nodes.len(),
+        crate::files::shown(dir)
+    )?;
+    for n in nodes {
+        if n.collected {
+            styles.paint(out, mark(n.worst))?;
+            let host = match &n.hostname {
+                Some(h) if *h != n.node => format!(" (hostname {})", crate::text::terminal_safe(h)),
+                _ => String::new(),
+            };
+            writeln!(out, "  {}{host}  {}", crate::text::terminal_safe(&n.node), n.file)?;
+        } else {
+            styles.paint(out, "FAIL")?;
+            writeln!(
+                out,
+                "  {}  no report: {}  ({})",
+                crate::text::terminal_safe(&n.node),
+                crate::text::terminal_safe(n.reason.as_deref().unwrap_or("")),
+                n.file
+            )?;
+        }
+    }
+    writeln!(out)?;
+    writeln!(out, "next: gpuenv fleet report {}", crate::files::shown(dir))?;
+    Ok(())
 }

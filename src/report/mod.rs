@@ -29,7 +29,7 @@
 pub mod acceptance;
 mod containers;
 pub mod doc;
-mod fleet;
+pub mod fleet;
 mod graph;
 mod host;
 mod plan;

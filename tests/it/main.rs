@@ -11,6 +11,7 @@ mod doctor;
 mod extensions;
 mod files;
 mod fleet;
+mod fleet_collect;
 mod hostile;
 mod hostile_net;
 mod image;
