@@ -11,6 +11,7 @@ mod doctor;
 mod extensions;
 mod files;
 mod fleet;
+mod fleet_k8s;
 mod hostile;
 mod hostile_net;
 mod image;
