@@ -141,7 +141,7 @@ pub fn collect(args: &CollectArgs, out: &mut dyn Write, styles: report::Styles) 
         )
     } else {
         let name = args.kubectl.as_deref().unwrap_or_default();
-        if !crate::fleet::collect::dns_label(name) {
+        if !crate::fleet::k8s::dns_label(name) {
             return Err(CliError::Usage(format!(
                 "--kubectl `{}` is not a Kubernetes name (lowercase letters, digits and `-`, at most 63)",
                 crate::text::terminal_safe(name)

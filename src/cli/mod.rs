@@ -513,6 +513,64 @@ enum FleetCommand {
         #[arg(long)]
         json: bool,
     },
+    /// A Kubernetes manifest (YAML, to stdout) that runs `gpuenv doctor --json` once on each
+    /// GPU node, so that each pod's log (container `gpuenv`) is that node's report: `gpuenv
+    /// fleet k8s-manifest --image IMAGE --nodes 4 | kubectl apply -f -`. Its pods carry the
+    /// labels `app.kubernetes.io/name=gpuenv-fleet` and `app.kubernetes.io/instance=NAME`.
+    /// They use the node's network (its host name, NICs and RDMA devices) and its
+    /// /etc/machine-id, so their namespace must allow hostNetwork and hostPath volumes (Pod
+    /// Security's `privileged` level). Exit 2 when a value would be refused by Kubernetes.
+    K8sManifest(Box<K8sManifestArgs>),
+}
+
+/// `fleet k8s-manifest --kind`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum ManifestKind {
+    /// A Job of --nodes pods, one per node, each ending once doctor ran.
+    Job,
+    /// A DaemonSet: a pod on every matching node, which sleeps once doctor ran.
+    #[value(name = "daemonset")]
+    DaemonSet,
+}
+
+#[derive(Debug, Args)]
+struct K8sManifestArgs {
+    /// An image with gpuenv on PATH and /bin/sh: your training image with gpuenv installed,
+    /// so that the report's torch and NCCL are the ones your jobs run. Without it the pods
+    /// run python:3.12-slim and `pip install` this very version of gpuenv from PyPI when
+    /// they start: the nodes must reach PyPI, and the torch facts then describe that image,
+    /// not yours.
+    #[arg(long, value_name = "IMAGE")]
+    image: Option<String>,
+    /// `job`: a Job (batch/v1) of --nodes pods, at most one per node while they run, that
+    /// end once doctor ran; it is stopped after 30 minutes, image pulls included, and
+    /// deleted with its pods' logs a day after it finished. `daemonset`: a DaemonSet
+    /// (apps/v1) with a pod on every matching node, which holds no GPU and sleeps once
+    /// doctor ran, until you delete it (`kubectl delete daemonset NAME`).
+    #[arg(long, value_enum, value_name = "KIND", default_value = "job")]
+    kind: ManifestKind,
+    /// How many nodes the Job probes, a pod each (default 2; a Job only). Say how many GPU
+    /// nodes there are: with fewer, the pods left over wait until a node's pod ended, then
+    /// report that node again (`fleet report` leaves the second report out); with more,
+    /// the rest are not probed. --kind daemonset probes every matching node without counting.
+    #[arg(long, value_name = "N")]
+    nodes: Option<u32>,
+    /// The GPUs each Job pod asks for (`nvidia.com/gpu`, default 8; a Job only): a pod sees
+    /// only the GPUs it was given, so ask for all of a node's.
+    #[arg(long, value_name = "N")]
+    gpus_per_node: Option<u32>,
+    /// The Job's or DaemonSet's name, and the pods' `app.kubernetes.io/instance` label,
+    /// which `fleet collect --kubectl NAME` finds them by: a DNS-1123 label (lowercase
+    /// letters, digits and `-`, at most 63).
+    #[arg(long, value_name = "NAME", default_value = crate::fleet::k8s::DEFAULT_NAME)]
+    name: String,
+    /// The namespace (default: kubectl's current one).
+    #[arg(long, value_name = "NS")]
+    namespace: Option<String>,
+    /// The node label that marks a GPU node, in place of `nvidia.com/gpu.present=true`
+    /// (which NVIDIA GPU Feature Discovery, and so the GPU Operator, sets).
+    #[arg(long, value_name = "KEY=VALUE")]
+    node_selector: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -760,6 +818,9 @@ fn dispatch(cli: &Cli, out: &mut dyn Write, styles: report::Styles) -> Result<Ex
                 Exit::Ok
             })
         }
+        Command::Fleet {
+            command: FleetCommand::K8sManifest(args),
+        } => k8s_manifest(args, out),
         Command::Check(args) => check(cli, args, out, styles),
         Command::Plan(args) => {
             let db = open_db(&cli.db)?;
@@ -778,6 +839,35 @@ fn dispatch(cli: &Cli, out: &mut dyn Write, styles: report::Styles) -> Result<Ex
         Command::Man(args) => man(args, out),
         Command::Show(args) => show(cli, args, out, styles),
     }
+}
+
+/// `gpuenv fleet k8s-manifest`: the manifest, or the first value Kubernetes would refuse.
+fn k8s_manifest(args: &K8sManifestArgs, out: &mut dyn Write) -> Result<Exit, CliError> {
+    use crate::fleet::k8s::{self, Workload};
+    if let Some(image) = &args.image {
+        // The kubelet reads image names with Docker's grammar, as `pull` does.
+        crate::docker::Reference::parse(image).map_err(|e| {
+            CliError::Usage(format!(
+                "invalid --image `{image}`: {}; expected an image with gpuenv on PATH, such as `registry.example.com/team/train:2025-06`",
+                e.reason
+            ))
+        })?;
+    }
+    let request = k8s::Request {
+        image: args.image.clone(),
+        workload: match args.kind {
+            ManifestKind::Job => Workload::Job,
+            ManifestKind::DaemonSet => Workload::DaemonSet,
+        },
+        nodes: args.nodes,
+        gpus_per_node: args.gpus_per_node,
+        name: Some(args.name.clone()),
+        namespace: args.namespace.clone(),
+        node_selector: args.node_selector.clone(),
+    };
+    let manifest = k8s::manifest(&request).map_err(|e| CliError::Usage(e.to_string()))?;
+    report::k8s_manifest(out, &manifest)?;
+    Ok(Exit::Ok)
 }
 
 /// The manual pages, generated from the clap definitions: gpuenv's first, then one per

@@ -838,18 +838,6 @@ struct ContainerStatus {
     state: serde_json::Value,
 }
 
-/// Whether `name` is a Kubernetes name (an RFC 1123 label): what a pod label's value and
-/// an object's name must be.
-pub fn dns_label(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 63
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !name.starts_with('-')
-        && !name.ends_with('-')
-}
-
 /// The report in a pod's log. A log holds the container's error output too (a warning,
 /// pip's words): the report is the part from the first line that opens a document at the
 /// line's start to the last line that closes one, as `doctor --json` prints it.
@@ -866,11 +854,7 @@ fn log_document(log: &[u8]) -> &[u8] {
     }
 }
 
-/// The label `fleet k8s-manifest` puts on every pod of an instance.
-pub const K8S_INSTANCE_LABEL: &str = "app.kubernetes.io/instance";
-
-/// The container that prints the report.
-pub const K8S_CONTAINER: &str = "gpuenv";
+use super::k8s::{CONTAINER as K8S_CONTAINER, INSTANCE_LABEL as K8S_INSTANCE_LABEL};
 
 /// Every pod of the manifest's instance `name`: its log read as the report of its node.
 pub fn kubectl(name: &str, namespace: Option<&str>, timeout: Duration) -> Result<Vec<Gathered>, EngineError> {

@@ -7,10 +7,13 @@
 //! ([`FileProblem`]). Must not: print (that is `report::fleet`) or reach the nodes (that is
 //! [`collect`]).
 //!
+//! [`k8s`] owns the Kubernetes manifest that runs `doctor --json` on a cluster's nodes.
+//!
 //! Memory: a report is read, summarized and dropped before the next is read, so what is
 //! held grows with the summaries (a few hundred bytes a node), not with the reports.
 
 pub mod collect;
+pub mod k8s;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

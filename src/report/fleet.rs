@@ -170,3 +170,16 @@ pub fn collected(
     writeln!(out, "next: gpuenv fleet report {}", crate::files::shown(dir))?;
     Ok(())
 }
+
+/// `gpuenv fleet k8s-manifest`: the manifest as one YAML document, after a comment naming
+/// what made it. Every string in it was checked against Kubernetes' grammars first, so none
+/// holds a control character.
+pub fn k8s_manifest(out: &mut dyn Write, manifest: &serde_json::Value) -> io::Result<()> {
+    let yaml = serde_norway::to_string(manifest).map_err(io::Error::other)?;
+    writeln!(
+        out,
+        "# gpuenv {} (`gpuenv fleet k8s-manifest`): each pod's log is one `gpuenv doctor --json` report.",
+        env!("CARGO_PKG_VERSION")
+    )?;
+    out.write_all(yaml.as_bytes())
+}

@@ -50,7 +50,7 @@ pub use containers::{
     BUILD_LINE, ProgressLines, PullChoice, built, dockerfile_text, dockerfile_written, human_size, pull_plan,
     pulled,
 };
-pub use fleet::fleet;
+pub use fleet::{fleet, k8s_manifest};
 pub use graph::graph_dot;
 pub use host::{check, doctor};
 pub use plan::plan;

@@ -12,6 +12,7 @@ mod extensions;
 mod files;
 mod fleet;
 mod fleet_collect;
+mod fleet_k8s;
 mod hostile;
 mod hostile_net;
 mod image;
