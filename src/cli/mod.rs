@@ -12,10 +12,12 @@ use clap::{Args, ColorChoice, CommandFactory, Parser, Subcommand, ValueEnum};
 mod containers;
 mod fleet;
 mod host;
+mod order;
 mod plan;
 mod stack;
 
 pub use host::HostArgs;
+use order::OrderArgs;
 pub use stack::{ProjectArgs, StackArgs};
 
 use crate::db::{self, Db, DbError, Found, Kind, LookupError};
@@ -374,73 +376,8 @@ struct CheckArgs {
     /// project needs, as in `query`).
     #[arg(long, value_name = "PATH")]
     python_path: Vec<String>,
-    /// The GPU model ordered, as the listing wrote it (`A100`: any A100 record passes;
-    /// `8x H800` also asks for the count).
-    #[arg(long, value_name = "NAME")]
-    expect_gpu: Option<String>,
-    /// How many GPUs were ordered.
-    #[arg(long, value_name = "N", allow_hyphen_values = true)]
-    expect_gpus: Option<String>,
-    /// Memory per GPU ordered, as sold: GB (80), or with a unit (80GB, 81920MiB).
-    #[arg(long, value_name = "GB", allow_hyphen_values = true)]
-    expect_gpu_memory: Option<String>,
-    /// The driver promised: a branch (`535`, `R535`: any 535.x release), a version, or a
-    /// requirement (`>=535.104.05`, `>=535,<560`).
-    #[arg(long, value_name = "SPEC")]
-    expect_driver: Option<String>,
-    /// Logical CPUs ordered.
-    #[arg(long, value_name = "N", allow_hyphen_values = true)]
-    expect_cpus: Option<String>,
-    /// Memory ordered: GiB (512), or with a unit (512GB, 1TB; binary: 1 TB = 1024 GiB).
-    #[arg(long, value_name = "GIB", allow_hyphen_values = true)]
-    expect_memory: Option<String>,
-    /// Disk ordered: GB (2000), or with a unit (2TB, 1.8TiB; decimal: 1 TB = 1000 GB).
-    #[arg(long, value_name = "GB", allow_hyphen_values = true)]
-    expect_disk: Option<String>,
-    /// The CUDA version the driver must support, at least (`12.4`).
-    #[arg(long, value_name = "VERSION")]
-    expect_cuda: Option<String>,
-    /// The PCIe generation every GPU's link must reach (the lower of card and slot).
-    #[arg(long, value_name = "GEN", allow_hyphen_values = true)]
-    expect_pcie_gen: Option<String>,
-    /// NVLink between every GPU pair (`all`, the default), or at least N links per pair.
-    #[arg(long, value_name = "all|N", num_args = 0..=1, default_missing_value = "all")]
-    expect_nvlink: Option<String>,
-    /// How the GPUs are connected: `nvswitch` or `pcie`.
-    #[arg(long, value_name = "nvswitch|pcie")]
-    expect_topology: Option<String>,
-    /// Words of the CPU model (`EPYC 7T83`; `2x EPYC 7T83` also asks for two sockets;
-    /// `*` is a wildcard).
-    #[arg(long, value_name = "WORDS")]
-    expect_cpu_model: Option<String>,
-    /// CPU sockets ordered.
-    #[arg(long, value_name = "N", allow_hyphen_values = true)]
-    expect_sockets: Option<String>,
-    /// System disk ordered: GB, or with a unit (decimal: 1 TB = 1000 GB).
-    #[arg(long, value_name = "GB", allow_hyphen_values = true)]
-    expect_system_disk: Option<String>,
-    /// Data disk ordered, apart from the system disk: GB, or with a unit.
-    #[arg(long, value_name = "GB", allow_hyphen_values = true)]
-    expect_data_disk: Option<String>,
-    /// What the data disk is, at least: `nvme`, `ssd` or `hdd`.
-    #[arg(long, value_name = "nvme|ssd|hdd")]
-    expect_data_disk_type: Option<String>,
-    /// An RDMA port up (InfiniBand or RoCE), at least at RATE when given (`200G`).
-    #[arg(long, value_name = "RATE", num_args = 0..=1, default_missing_value = "true")]
-    expect_rdma: Option<String>,
-    /// A network interface at least this fast (`100G`, `25GbE`; a number is Gb/s).
-    #[arg(long, value_name = "RATE", allow_hyphen_values = true)]
-    expect_nic_speed: Option<String>,
-    /// Docker hands the GPUs to containers (the nvidia runtime, or CDI).
-    #[arg(long)]
-    expect_container_runtime: bool,
-    /// The order as a TOML file with the same items as the `--expect-*` flags (`gpu`,
-    /// `gpus`, `gpu_memory`, `driver`, `cuda`, `pcie_gen`, `nvlink`, `topology`, `cpus`,
-    /// `cpu_model`, `sockets`, `memory`, `disk`, `system_disk`, `data_disk`,
-    /// `data_disk_type`, `rdma`, `nic_speed`, `container_runtime`), read with the same
-    /// units; flags given as well take precedence.
-    #[arg(long, value_name = "FILE")]
-    order: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    order: OrderArgs,
     /// Treat a conditional answer as a failure (exit 1).
     #[arg(long)]
     strict: bool,
@@ -503,16 +440,12 @@ enum FleetCommand {
     Collect(Box<fleet::CollectArgs>),
     /// Merge `gpuenv doctor --json` reports (each FILE, every `*.json` of each DIR): a row
     /// per node, the drift between nodes (NCCL, torch, driver branch, GPUs, RDMA, failing
-    /// checks) with what each breaks, and a line for each file left out. Exit 1 when a
-    /// node has a failing check, 2 when no report could be read.
-    Report {
-        /// `doctor --json` files, or directories of them.
-        #[arg(required = true, value_name = "DIR|FILE")]
-        paths: Vec<PathBuf>,
-        /// Print a JSON document.
-        #[arg(long)]
-        json: bool,
-    },
+    /// checks) with what each breaks, and a line for each file left out. With the order
+    /// (`--order FILE`, `--expect-*`) each node is accepted against it, and with `query`'s
+    /// flags the project's stack is judged on each node, as `check` does on one. Exit 1
+    /// when a node has a failing check, fails the order or runs no stack; 2 when no report
+    /// could be read.
+    Report(Box<FleetReportArgs>),
     /// A Kubernetes manifest (YAML, to stdout) that runs `gpuenv doctor --json` once on each
     /// GPU node, so that each pod's log (container `gpuenv`) is that node's report: `gpuenv
     /// fleet k8s-manifest --image IMAGE --nodes 4 | kubectl apply -f -`. Its pods carry the
@@ -571,6 +504,31 @@ struct K8sManifestArgs {
     /// (which NVIDIA GPU Feature Discovery, and so the GPU Operator, sets).
     #[arg(long, value_name = "KEY=VALUE")]
     node_selector: Option<String>,
+}
+
+#[derive(Debug, Args)]
+struct FleetReportArgs {
+    /// `doctor --json` files, or directories of them.
+    #[arg(required = true, value_name = "DIR|FILE")]
+    paths: Vec<PathBuf>,
+    // The project's needs, judged on each node's host as `check` judges them, only when
+    // one of these flags or files is given: a machine flag (`--gpu`, `--driver`) replaces
+    // every node's own fact, as it does in `check`.
+    #[command(flatten)]
+    stack: StackArgs,
+    #[command(flatten)]
+    project: ProjectArgs,
+    // The order, each node accepted against it.
+    #[command(flatten)]
+    order: OrderArgs,
+    /// Print a JSON document.
+    #[arg(long)]
+    json: bool,
+    /// Also write a fleet page: FILE.html (or .htm), or FILE.md. It holds a row per node
+    /// (its verdict, GPUs, driver, torch and NCCL, RDMA, failing checks, acceptance and
+    /// stack), the drift grouped by what it breaks, and the files left out.
+    #[arg(long, value_name = "FILE")]
+    report: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -805,19 +763,8 @@ fn dispatch(cli: &Cli, out: &mut dyn Write, styles: report::Styles) -> Result<Ex
             command: FleetCommand::Collect(args),
         } => fleet::collect(args, out, styles),
         Command::Fleet {
-            command: FleetCommand::Report { paths, json },
-        } => {
-            let (files, problems) = crate::fleet::inputs(paths);
-            let fleet = crate::fleet::merge(&files, problems);
-            report::fleet(out, &fleet, *json, styles)?;
-            Ok(if fleet.nodes.is_empty() {
-                Exit::BadInput
-            } else if fleet.worst == Some(crate::judge::Verdict::Fail) {
-                Exit::Findings
-            } else {
-                Exit::Ok
-            })
-        }
+            command: FleetCommand::Report(args),
+        } => fleet_report(cli, args, out, styles),
         Command::Fleet {
             command: FleetCommand::K8sManifest(args),
         } => k8s_manifest(args, out),
@@ -1061,43 +1008,7 @@ fn report_target(path: &std::path::Path) -> Result<report::acceptance::PageForma
 fn check(cli: &Cli, args: &CheckArgs, out: &mut dyn Write, styles: report::Styles) -> Result<Exit, CliError> {
     let page_format = args.report.as_deref().map(report_target).transpose()?;
     let db = open_db(&cli.db)?;
-    let mut expect = match &args.order {
-        Some(path) => {
-            let text = crate::files::read_text(path, crate::files::limits::ORDER, "order")
-                .map_err(stack::read_error)?;
-            crate::judge::parse_order(&crate::files::shown(path), &text)?
-        }
-        None => crate::judge::Expect::default(),
-    };
-    use crate::judge::Item;
-    for (item, value) in [
-        (Item::Gpu, &args.expect_gpu),
-        (Item::Gpus, &args.expect_gpus),
-        (Item::GpuMemory, &args.expect_gpu_memory),
-        (Item::Driver, &args.expect_driver),
-        (Item::Cpus, &args.expect_cpus),
-        (Item::Memory, &args.expect_memory),
-        (Item::Disk, &args.expect_disk),
-        (Item::Cuda, &args.expect_cuda),
-        (Item::PcieGen, &args.expect_pcie_gen),
-        (Item::Nvlink, &args.expect_nvlink),
-        (Item::Topology, &args.expect_topology),
-        (Item::CpuModel, &args.expect_cpu_model),
-        (Item::Sockets, &args.expect_sockets),
-        (Item::SystemDisk, &args.expect_system_disk),
-        (Item::DataDisk, &args.expect_data_disk),
-        (Item::DataDiskType, &args.expect_data_disk_type),
-        (Item::Rdma, &args.expect_rdma),
-        (Item::NicSpeed, &args.expect_nic_speed),
-        (
-            Item::ContainerRuntime,
-            &args.expect_container_runtime.then(|| "true".to_string()),
-        ),
-    ] {
-        if let Some(v) = value {
-            expect.set_flag(item, v).map_err(CliError::Usage)?;
-        }
-    }
+    let expect = args.order.expectation()?;
 
     let (host, record) = args
         .host
@@ -1154,6 +1065,64 @@ fn check(cli: &Cli, args: &CheckArgs, out: &mut dyn Write, styles: report::Style
         Exit::Ok
     } else {
         Exit::Findings
+    })
+}
+
+/// `fleet report`: every flag and file read, and the page's target checked, before any
+/// report is; then each report read, judged and dropped in turn (`fleet::merge_judged`).
+fn fleet_report(
+    cli: &Cli,
+    args: &FleetReportArgs,
+    out: &mut dyn Write,
+    styles: report::Styles,
+) -> Result<Exit, CliError> {
+    let page_format = args.report.as_deref().map(report_target).transpose()?;
+    let db = open_db(&cli.db)?;
+    let expect = args.order.expectation()?;
+    // An order file with no item would accept every node on nothing: said, not passed.
+    if let (Some(path), true) = (&args.order.order, expect.is_empty()) {
+        return Err(CliError::Usage(format!(
+            "invalid --order `{}`: it names no item, so there is nothing to accept the nodes against",
+            crate::files::shown(path)
+        )));
+    }
+    // The stack is judged only when the project's needs were asked about: without them
+    // every node would get the same unasked question, a resolve each, and a verdict
+    // beside its row that nobody wanted.
+    let stack = if args.stack.is_empty() && args.project.is_empty() {
+        None
+    } else {
+        let mut q = args.stack.to_query(&db)?;
+        args.project.apply(&db, &mut q)?;
+        Some(q)
+    };
+    let order = (!expect.is_empty()).then_some(expect);
+    let judge = crate::fleet::Judge::new(&db, order, stack).map_err(CliError::Usage)?;
+    let (files, problems) = crate::fleet::inputs(&args.paths);
+    let fleet = crate::fleet::merge_judged(&files, problems, &judge);
+    report::fleet(out, &fleet, args.json, styles)?;
+    if let (Some(path), Some(format)) = (&args.report, page_format) {
+        let page = report::fleet_page::page(
+            format,
+            &report::fleet_page::FleetPageInput {
+                db: &db,
+                fleet: &fleet,
+                written_at: jiff::Timestamp::now(),
+            },
+        )
+        .map_err(|source| CliError::Write {
+            path: path.clone(),
+            source,
+        })?;
+        crate::files::write_file(path, page.as_bytes(), crate::files::Replace::RegularFile)
+            .map_err(write_error)?;
+    }
+    Ok(if fleet.nodes.is_empty() {
+        Exit::BadInput
+    } else if fleet.worst == Some(crate::judge::Verdict::Fail) {
+        Exit::Findings
+    } else {
+        Exit::Ok
     })
 }
 

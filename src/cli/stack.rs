@@ -107,6 +107,29 @@ pub(crate) fn driver_ask(
 }
 
 impl StackArgs {
+    /// Whether no flag was given: nothing asked of the stack or the machine.
+    pub fn is_empty(&self) -> bool {
+        // Destructured, so that a flag added later cannot be forgotten here.
+        let StackArgs {
+            torch,
+            python,
+            cuda,
+            gpu,
+            driver,
+            os,
+            glibc,
+            extensions,
+        } = self;
+        torch.is_none()
+            && python.is_none()
+            && cuda.is_none()
+            && gpu.is_empty()
+            && driver.is_none()
+            && os.is_none()
+            && glibc.is_none()
+            && !extensions
+    }
+
     /// The resolver query these flags describe.
     pub fn to_query(&self, db: &Db) -> Result<Query, CliError> {
         let mut q = Query::default();
@@ -194,6 +217,15 @@ pub(super) fn read_error(e: files::ReadError) -> CliError {
 }
 
 impl ProjectArgs {
+    /// Whether no project file was named.
+    pub fn is_empty(&self) -> bool {
+        let ProjectArgs {
+            requirements,
+            pyproject,
+        } = self;
+        requirements.is_none() && pyproject.is_none()
+    }
+
     /// Reads the project files named, merged.
     pub fn read(&self) -> Result<ProjectNeeds, CliError> {
         Ok(self.read_with_files()?.0)

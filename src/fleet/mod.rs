@@ -4,13 +4,17 @@
 //! name order), reading them one at a time within a cap, the small summary kept of each
 //! node ([`NodeSummary`]), the drift between nodes and what each kind of drift breaks
 //! ([`Drift`], [`DRIFT_KINDS`]), and the line said about each file that could not be merged
-//! ([`FileProblem`]). Must not: print (that is `report::fleet`) or reach the nodes (that is
-//! [`collect`]).
+//! ([`FileProblem`]), and what is kept of judging each node against the order and the
+//! project's stack ([`Judge`], [`NodeAcceptance`], [`NodeStack`]). Must not: print (that is
+//! `report::fleet`), judge by rules of its own (acceptance is `judge::accept`, the stack
+//! `judge::check_query` and the resolver, as `check` uses them), or reach the nodes (that
+//! is [`collect`]).
 //!
 //! [`k8s`] owns the Kubernetes manifest that runs `doctor --json` on a cluster's nodes.
 //!
-//! Memory: a report is read, summarized and dropped before the next is read, so what is
-//! held grows with the summaries (a few hundred bytes a node), not with the reports.
+//! Memory: a report is read, summarized, judged and dropped before the next is read, so
+//! what is held grows with the summaries (a few hundred bytes a node, more only for the
+//! order items a node fails), not with the reports.
 
 pub mod collect;
 pub mod k8s;
@@ -20,9 +24,11 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::judge::Verdict;
+use crate::db::Db;
+use crate::judge::{AcceptVerdict, Expect, Verdict};
 use crate::report::SCHEMA_VERSION;
 use crate::report::doc::DoctorDoc;
+use crate::resolve::{Answer, Query, Severity, Status};
 
 /// The most bytes read of one report.
 pub const REPORT_CAP: u64 = 32 << 20;
@@ -109,13 +115,205 @@ pub struct NodeSummary {
     pub failing_checks: Vec<String>,
     /// How many checks warned.
     pub warns: usize,
-    /// The worst verdict of its checks (`None` when it has none; a fail when it gave no
-    /// report).
+    /// The node against the order, when one was given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acceptance: Option<NodeAcceptance>,
+    /// The project's stack on the node, when query's flags or files were given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stack: Option<NodeStack>,
+    /// The worst verdict of its checks, its acceptance (`fail` when an item fails or was
+    /// decided by an override) and its stack (`warn` when conditional, `fail` when none
+    /// runs); `None` when it has none of them; a fail when it gave no report.
     pub worst: Option<Verdict>,
     /// Why the node gave no report when collected (`fleet collect` left a failure in its
     /// place); every fact above is then unknown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub no_report: Option<String>,
+}
+
+/// A node against the order: kept small, only the items that did not pass.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeAcceptance {
+    /// `pass` when every item passed on evidence, else `fail`.
+    pub verdict: Verdict,
+    /// Each item that failed or was decided by an override, in the order's item order.
+    pub failed: Vec<FailedItem>,
+}
+
+/// One order item a node did not pass.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FailedItem {
+    /// The order's key (`gpus`, `driver`, ...).
+    pub item: String,
+    /// What was ordered.
+    pub expected: String,
+    /// What the node has.
+    pub found: String,
+    /// `fail`, or `overridden` when a `GPUENV_*` override decided it (not evidence).
+    pub verdict: AcceptVerdict,
+}
+
+/// One item of the order, as asked (the same on every node).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OrderItem {
+    /// The order's key.
+    pub item: String,
+    /// What was ordered, in words.
+    pub expected: String,
+}
+
+/// The project's stack on a node: the resolver's verdict and, in words, the best stack
+/// or why none runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeStack {
+    /// The best stack's verdict: `compatible`, `conditional` or `incompatible`.
+    pub verdict: Status,
+    /// The best stack that runs, as `check` words it (`torch 2.4.1+cu124 on Python 3.10
+    /// (compatible, native; wheels for Python 3.8-3.12)`); `None` when none runs.
+    pub best: Option<String>,
+    /// Why none runs: the closest build's blocking findings, or why no build matches
+    /// what was asked; `None` when one runs.
+    pub why_not: Option<String>,
+}
+
+/// What each node is judged against beyond doctor's checks, read once before any report.
+pub struct Judge<'a> {
+    db: &'a Db,
+    order: Option<(Expect, Vec<OrderItem>)>,
+    stack: Option<Query>,
+}
+
+impl<'a> Judge<'a> {
+    /// Judges each node against `order` and runs the project's `stack` query (query's
+    /// flags and files, not yet fitted to a host) on it. The order is tried first on an
+    /// empty host: what `judge::accept` cannot read (a GPU name compat-db does not know, a
+    /// driver requirement that does not parse) depends on the order alone, so it is the
+    /// error here, naming the flag or the file's line, before any report is read.
+    pub fn new(db: &'a Db, order: Option<Expect>, stack: Option<Query>) -> Result<Judge<'a>, String> {
+        let order = match order {
+            Some(expect) => {
+                let asked = crate::judge::accept(db, &crate::host::HostReport::default(), &expect)?
+                    .into_iter()
+                    .map(|a| OrderItem {
+                        item: a.item.to_string(),
+                        expected: a.expected,
+                    })
+                    .collect();
+                Some((expect, asked))
+            }
+            None => None,
+        };
+        Ok(Judge { db, order, stack })
+    }
+
+    /// The order's items as asked, when an order is judged.
+    pub fn order_items(&self) -> Option<Vec<OrderItem>> {
+        self.order.as_ref().map(|(_, items)| items.clone())
+    }
+
+    /// The stack asked, in a line, when the stack is judged.
+    pub fn stack_asked(&self) -> Option<String> {
+        self.stack.as_ref().map(crate::report::describe_query)
+    }
+
+    /// Judges one node's report, while it is in memory, into its summary; the node's
+    /// `worst` takes in both verdicts.
+    pub fn judge(&self, doc: &DoctorDoc, n: &mut NodeSummary) {
+        if let Some((expect, _)) = &self.order {
+            n.acceptance = Some(match crate::judge::accept(self.db, &doc.host, expect) {
+                Ok(items) => NodeAcceptance {
+                    verdict: if items.iter().all(|a| a.pass) {
+                        Verdict::Pass
+                    } else {
+                        Verdict::Fail
+                    },
+                    failed: items
+                        .into_iter()
+                        .filter(|a| !a.pass)
+                        .map(|a| FailedItem {
+                            item: a.item.to_string(),
+                            expected: a.expected,
+                            found: a.found,
+                            verdict: a.verdict,
+                        })
+                        .collect(),
+                },
+                // `new` read the order on an empty host, and what fails to read depends
+                // on the order alone; should a host still make it fail, the node is not
+                // accepted on an order nobody could judge.
+                Err(why) => NodeAcceptance {
+                    verdict: Verdict::Fail,
+                    failed: vec![FailedItem {
+                        item: "order".into(),
+                        expected: "an order that can be judged".into(),
+                        found: why,
+                        verdict: AcceptVerdict::Fail,
+                    }],
+                },
+            });
+        }
+        if let Some(q) = &self.stack {
+            n.stack = Some(match crate::judge::check_query(self.db, &doc.host, q.clone()) {
+                Ok(q) => node_stack(&crate::resolve::resolve(self.db, &q)),
+                // The host's own facts did not read as a question (a Python version that
+                // is not one): the report is at fault, and the node runs nothing known.
+                Err(why) => NodeStack {
+                    verdict: Status::Incompatible,
+                    best: None,
+                    why_not: Some(format!("this node's report cannot be judged: {why}")),
+                },
+            });
+        }
+        let acceptance = n.acceptance.as_ref().map(|a| a.verdict);
+        let stack = n.stack.as_ref().map(|s| match s.verdict {
+            Status::Compatible => Verdict::Pass,
+            // As `check` without `--strict`: it runs, under a rule worth knowing.
+            Status::Conditional => Verdict::Warn,
+            Status::Incompatible => Verdict::Fail,
+        });
+        n.worst = n.worst.max(acceptance).max(stack);
+    }
+}
+
+/// What is kept of an answer: its verdict, the best stack in words, or why none runs.
+fn node_stack(a: &Answer) -> NodeStack {
+    let best = crate::report::best_summary(a).map(|(line, _)| line);
+    let why_not = match (best.is_some(), a.stacks.first()) {
+        (true, _) => None,
+        (false, Some(closest)) => {
+            let blocking: Vec<String> = closest
+                .findings
+                .iter()
+                .filter(|f| f.severity == Severity::Incompatible)
+                .map(|f| format!("{}: {}", f.code, f.message))
+                .collect();
+            Some(format!(
+                "the closest build, torch {}+{} on Python {}: {}",
+                closest.torch,
+                closest.variant,
+                closest.python,
+                blocking.join("; ")
+            ))
+        }
+        (false, None) => {
+            let said: Vec<String> = a
+                .findings
+                .iter()
+                .filter(|f| f.severity >= Severity::Conditional)
+                .map(|f| format!("{}: {}", f.code, f.message))
+                .collect();
+            Some(if said.is_empty() {
+                "no torch build matches what was asked".to_string()
+            } else {
+                format!("no torch build matches what was asked: {}", said.join("; "))
+            })
+        }
+    };
+    NodeStack {
+        verdict: a.verdict,
+        best,
+        why_not,
+    }
 }
 
 impl NodeSummary {
@@ -164,6 +362,8 @@ impl NodeSummary {
                 .map(|c| c.id.to_string())
                 .collect(),
             warns: doc.checks.iter().filter(|c| c.verdict == Verdict::Warn).count(),
+            acceptance: None,
+            stack: None,
             worst: doc.checks.iter().map(|c| c.verdict).max(),
             no_report: None,
         }
@@ -185,6 +385,8 @@ impl NodeSummary {
             rdma: None,
             failing_checks: Vec::new(),
             warns: 0,
+            acceptance: None,
+            stack: None,
             worst: Some(Verdict::Fail),
             no_report: Some(format!("{}: {}", f.engine, f.reason)),
         }
@@ -265,6 +467,10 @@ pub struct Fleet {
     pub problems: Vec<FileProblem>,
     /// The worst verdict of any node.
     pub worst: Option<Verdict>,
+    /// The order's items, when the nodes were judged against one.
+    pub order: Option<Vec<OrderItem>>,
+    /// The stack asked, in a line, when it was judged on the nodes.
+    pub stack_asked: Option<String>,
 }
 
 fn stem(file: &Path) -> String {
@@ -375,7 +581,19 @@ pub fn read_report(file: &Path) -> Result<DoctorDoc, String> {
 /// Reads each file in turn, keeping only its summary, and merges them: the nodes, the
 /// drift between them, and a problem for each file that could not be merged (unreadable,
 /// not a doctor report, another schema, a node already read).
-pub fn merge(files: &[PathBuf], mut problems: Vec<FileProblem>) -> Fleet {
+pub fn merge(files: &[PathBuf], problems: Vec<FileProblem>) -> Fleet {
+    merge_each(files, problems, None)
+}
+
+/// [`merge`], each node also judged by `judge` while its report is in memory.
+pub fn merge_judged(files: &[PathBuf], problems: Vec<FileProblem>, judge: &Judge<'_>) -> Fleet {
+    let mut fleet = merge_each(files, problems, Some(judge));
+    fleet.order = judge.order_items();
+    fleet.stack_asked = judge.stack_asked();
+    fleet
+}
+
+fn merge_each(files: &[PathBuf], mut problems: Vec<FileProblem>, judge: Option<&Judge<'_>>) -> Fleet {
     let mut nodes: Vec<NodeSummary> = Vec::new();
     let mut seen: BTreeMap<String, usize> = BTreeMap::new();
     for file in files {
@@ -383,9 +601,10 @@ pub fn merge(files: &[PathBuf], mut problems: Vec<FileProblem>) -> Fleet {
             file: file.display().to_string(),
             message,
         };
-        let summary = match read_node(file) {
-            Ok(NodeFile::Report(doc)) => NodeSummary::of(&doc, file),
-            Ok(NodeFile::Failure(f)) => NodeSummary::of_failure(&f, file),
+        let (mut summary, doc) = match read_node(file) {
+            Ok(NodeFile::Report(doc)) => (NodeSummary::of(&doc, file), Some(doc)),
+            // Nothing to judge: no acceptance and no stack for a node without a report.
+            Ok(NodeFile::Failure(f)) => (NodeSummary::of_failure(&f, file), None),
             Err(m) => {
                 problems.push(problem(m));
                 continue;
@@ -398,6 +617,11 @@ pub fn merge(files: &[PathBuf], mut problems: Vec<FileProblem>) -> Fleet {
             )));
             continue;
         }
+        // Judged while the report is still in memory: the summary keeps only the verdicts.
+        if let (Some(judge), Some(doc)) = (judge, &doc) {
+            judge.judge(doc, &mut summary);
+        }
+        drop(doc);
         seen.insert(summary.node.clone(), nodes.len());
         nodes.push(summary);
     }
@@ -408,6 +632,8 @@ pub fn merge(files: &[PathBuf], mut problems: Vec<FileProblem>) -> Fleet {
         drift,
         problems,
         worst,
+        order: None,
+        stack_asked: None,
     }
 }
 
@@ -468,6 +694,8 @@ mod tests {
             rdma: Some(true),
             failing_checks: Vec::new(),
             warns: 0,
+            acceptance: None,
+            stack: None,
             worst: Some(Verdict::Pass),
             no_report: None,
         }
@@ -525,6 +753,57 @@ mod tests {
             );
             assert!(!n.value(kind).is_empty(), "{kind}");
         }
+    }
+
+    fn empty_report() -> DoctorDoc {
+        DoctorDoc {
+            schema_version: SCHEMA_VERSION,
+            db_date: None,
+            host: crate::host::HostReport::default(),
+            checks: Vec::new(),
+            overrides: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_judged_node_is_as_bad_as_its_order_and_its_stack() {
+        let db = Db::embedded().unwrap();
+        let mut expect = Expect::default();
+        expect.set_flag(crate::judge::Item::Gpus, "8").unwrap();
+        let judge = Judge::new(db, Some(expect), Some(Query::default())).unwrap();
+        assert_eq!(
+            judge.order_items().unwrap(),
+            [OrderItem {
+                item: "gpus".into(),
+                expected: "8".into()
+            }]
+        );
+        let doc = empty_report();
+        let mut n = NodeSummary::of(&doc, Path::new("a.json"));
+        assert_eq!(n.worst, None, "no check, no verdict");
+        judge.judge(&doc, &mut n);
+        let a = n.acceptance.clone().unwrap();
+        assert_eq!(a.verdict, Verdict::Fail);
+        assert_eq!(
+            a.failed,
+            [FailedItem {
+                item: "gpus".into(),
+                expected: "8".into(),
+                found: "0".into(),
+                verdict: AcceptVerdict::Fail
+            }]
+        );
+        assert!(n.stack.is_some(), "a stack asked is judged on every node");
+        assert_eq!(n.worst, Some(Verdict::Fail), "the order counts in worst");
+    }
+
+    #[test]
+    fn an_order_that_cannot_be_judged_is_refused_before_any_node() {
+        let db = Db::embedded().unwrap();
+        let mut expect = Expect::default();
+        expect.set_flag(crate::judge::Item::Gpu, "Z9000").unwrap();
+        let why = Judge::new(db, Some(expect), None).err().unwrap();
+        assert!(why.contains("--expect-gpu"), "{why}");
     }
 
     #[test]

@@ -93,9 +93,10 @@ pub fn page(format: PageFormat, input: &PageInput<'_>) -> io::Result<String> {
         .map_err(|e| io::Error::other(format!("the report page did not render: {e:#}")))
 }
 
-/// The template environment: both templates, strict about undefined names, escaping by
-/// the template's name (`.html.j2` as HTML, `.md.j2` as Markdown).
-fn environment() -> Environment<'static> {
+/// The template environment: both templates, and the fleet page's
+/// ([`super::fleet_page`]), which is written the same way; strict about undefined names,
+/// escaping by the template's name (`.html.j2` as HTML, `.md.j2` as Markdown).
+pub(super) fn environment() -> Environment<'static> {
     let mut env = Environment::new();
     env.set_undefined_behavior(UndefinedBehavior::Strict);
     env.set_auto_escape_callback(|name| {
@@ -125,6 +126,10 @@ fn environment() -> Environment<'static> {
         .expect("the HTML report template parses");
     env.add_template("acceptance.md.j2", MD_TEMPLATE)
         .expect("the Markdown report template parses");
+    for (name, source) in super::fleet_page::TEMPLATES {
+        env.add_template(name, source)
+            .expect("the fleet page's templates parse");
+    }
     env
 }
 

@@ -100,8 +100,16 @@ pub struct FleetDoc {
     pub drift: Vec<crate::fleet::Drift>,
     /// `{file, message}` for each file left out.
     pub problems: Vec<crate::fleet::FileProblem>,
-    /// The worst verdict of any node's checks.
+    /// The worst verdict of any node (its checks, acceptance and stack).
     pub worst: Option<crate::judge::Verdict>,
+    /// With an order: its items as asked, `{item, expected}`; each node's `acceptance`
+    /// says which it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order: Option<Vec<crate::fleet::OrderItem>>,
+    /// With query's flags or files: the stack asked, in a line (`torch ==2.4.*`); each
+    /// node's `stack` is its verdict on that node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stack_asked: Option<String>,
 }
 
 /// `gpuenv verify --json`: the verification, then the version and the database's date.

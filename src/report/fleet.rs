@@ -1,4 +1,5 @@
-//! `gpuenv fleet report`: a row per node, the drift between them, the files left out.
+//! `gpuenv fleet report`: a row per node, each node against the order and its stack (when
+//! judged), the drift between them, the files left out.
 
 use std::io::{self, Write};
 
@@ -6,7 +7,7 @@ use super::doc::FleetDoc;
 use super::{SCHEMA_VERSION, Styles, write_json};
 use crate::fleet::collect::CollectedNode;
 use crate::fleet::{Fleet, NodeSummary};
-use crate::judge::Verdict;
+use crate::judge::{AcceptVerdict, Verdict};
 
 fn mark(v: Option<Verdict>) -> &'static str {
     match v {
@@ -28,6 +29,8 @@ pub fn fleet(out: &mut dyn Write, f: &Fleet, json_out: bool, styles: Styles) -> 
                 drift: f.drift.clone(),
                 problems: f.problems.clone(),
                 worst: f.worst,
+                order: f.order.clone(),
+                stack_asked: f.stack_asked.clone(),
             },
         );
     }
@@ -40,6 +43,7 @@ pub fn fleet(out: &mut dyn Write, f: &Fleet, json_out: bool, styles: Styles) -> 
         styles.paint(out, mark(n.worst))?;
         writeln!(out, "  {}", row(n))?;
     }
+    judged(out, f)?;
     if f.drift.is_empty() && !f.nodes.is_empty() {
         writeln!(out)?;
         writeln!(out, "no drift: the nodes agree")?;
@@ -56,6 +60,49 @@ pub fn fleet(out: &mut dyn Write, f: &Fleet, json_out: bool, styles: Styles) -> 
         writeln!(out, "left out:")?;
         for p in &f.problems {
             writeln!(out, "  {}: {}", p.file, p.message)?;
+        }
+    }
+    Ok(())
+}
+
+/// Each node against the order, then each node's stack, a line each: what every node is
+/// on its own, beside the drift (which only compares them).
+fn judged(out: &mut dyn Write, f: &Fleet) -> io::Result<()> {
+    if let Some(order) = &f.order {
+        writeln!(out)?;
+        let items: Vec<String> = order
+            .iter()
+            .map(|i| format!("{} {}", i.item, i.expected))
+            .collect();
+        writeln!(out, "order: {}", items.join(", "))?;
+        for n in &f.nodes {
+            let Some(a) = &n.acceptance else { continue };
+            if a.failed.is_empty() {
+                writeln!(out, "  {}: order: accepted", n.node)?;
+            }
+            for x in &a.failed {
+                let how = match x.verdict {
+                    AcceptVerdict::Overridden => " (decided by an override: not evidence)",
+                    AcceptVerdict::Pass | AcceptVerdict::Fail => "",
+                };
+                writeln!(
+                    out,
+                    "  {}: order: {} expected {}, found {}{how}",
+                    n.node, x.item, x.expected, x.found
+                )?;
+            }
+        }
+    }
+    if let Some(asked) = &f.stack_asked {
+        writeln!(out)?;
+        writeln!(out, "stack: {asked}")?;
+        for n in &f.nodes {
+            let Some(s) = &n.stack else { continue };
+            match (&s.best, &s.why_not) {
+                (Some(best), _) => writeln!(out, "  {}: stack: {}, best {best}", n.node, s.verdict)?,
+                (None, Some(why)) => writeln!(out, "  {}: stack: {}: {why}", n.node, s.verdict)?,
+                (None, None) => writeln!(out, "  {}: stack: {}", n.node, s.verdict)?,
+            }
         }
     }
     Ok(())

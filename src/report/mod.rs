@@ -30,6 +30,7 @@ pub mod acceptance;
 mod containers;
 pub mod doc;
 pub mod fleet;
+pub mod fleet_page;
 mod graph;
 mod host;
 mod plan;
@@ -55,6 +56,8 @@ pub use graph::graph_dot;
 pub use host::{check, doctor};
 pub use plan::plan;
 pub use query::{QueryOpts, query};
+// For `fleet`, which keeps each node's stack in the words `check` prints.
+pub(crate) use query::{best_summary, describe as describe_query};
 pub use verify::{show_judged, verify};
 
 /// Version of every JSON document gpuenv prints. Bumped on any incompatible change.

@@ -21,7 +21,7 @@ pub struct QueryOpts {
 }
 
 /// One line describing what was asked.
-pub(super) fn describe(q: &Query) -> String {
+pub(crate) fn describe(q: &Query) -> String {
     let mut parts = Vec::new();
     for p in &q.torch {
         parts.push(format!("torch {}", p.specifiers));
@@ -231,7 +231,7 @@ pub(super) fn verdict_summary(a: &Answer) -> (&'static str, String) {
 }
 
 /// The `best:` line's text, when a stack runs.
-pub(super) fn best_summary(a: &Answer) -> Option<(String, String)> {
+pub(crate) fn best_summary(a: &Answer) -> Option<(String, String)> {
     let best = a.stacks.first().filter(|s| s.status != Status::Incompatible)?;
     Some((
         format!(

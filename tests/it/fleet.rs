@@ -302,3 +302,463 @@ fn machine_id_is_derived_stable_and_never_the_raw_id() {
     ]));
     assert!(doc["host"].get("machine_id").is_none());
 }
+
+// ---------------------------------------------------------------------------------------
+// Each node judged: the order and the project's stack
+// ---------------------------------------------------------------------------------------
+
+/// `fleet report DIR extra... --json`.
+fn fleet_with(dir: &Path, extra: &[&str]) -> (i32, Value, String) {
+    let mut args = vec!["fleet", "report", dir.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    args.push("--json");
+    let run = gpuenv(&args);
+    let doc = json(&run);
+    (run.code, doc, run.stderr)
+}
+
+/// The node keyed `name` of a fleet document.
+fn node<'a>(doc: &'a Value, name: &str) -> &'a Value {
+    doc["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["node"] == name)
+        .unwrap_or_else(|| panic!("no node {name} in {doc}"))
+}
+
+/// An order file in a directory of its own (a `*.json` beside the reports would be read).
+fn order_file(text: &str) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("order.toml");
+    std::fs::write(&path, text).unwrap();
+    let path = path.to_str().unwrap().to_string();
+    (dir, path)
+}
+
+#[test]
+fn an_order_fails_the_nodes_without_what_was_ordered() {
+    let dir = four_nodes();
+    let (_o, order) = order_file("gpus = 8\n");
+    let (code, doc, stderr) = fleet_with(dir.path(), &["--order", &order]);
+    assert_eq!(code, 1, "two nodes hold fewer than 8 GPUs: {stderr}\n{doc}");
+    assert_eq!(doc["worst"], "fail");
+    assert_eq!(
+        doc["order"],
+        serde_json::json!([{"item": "gpus", "expected": "8"}])
+    );
+    for n in ["gpu-node-07", "8x-h100-nvlink"] {
+        let a = &node(&doc, n)["acceptance"];
+        assert_eq!(a["verdict"], "pass", "{n}: {a}");
+        assert_eq!(a["failed"], serde_json::json!([]), "{n}");
+        assert_eq!(node(&doc, n)["worst"], "warn", "{n}: its checks only warn");
+    }
+    for (n, found) in [("single-a100", "1"), ("7x-a100-40gb-driver-525", "7")] {
+        let a = &node(&doc, n)["acceptance"];
+        assert_eq!(a["verdict"], "fail", "{n}: {a}");
+        assert_eq!(
+            a["failed"],
+            serde_json::json!([{"item": "gpus", "expected": "8", "found": found, "verdict": "fail"}]),
+            "{n}"
+        );
+        assert_eq!(node(&doc, n)["worst"], "fail", "{n}: the order counts in worst");
+    }
+    assert!(doc.get("stack_asked").is_none(), "no stack flag, no stack: {doc}");
+    assert!(node(&doc, "single-a100").get("stack").is_none());
+
+    // The two 8-GPU nodes alone pass: the exit is the order's.
+    let eight = tempfile::tempdir().unwrap();
+    for f in ["2-socket-rdma.json", "8x-h100-nvlink.json"] {
+        std::fs::copy(dir.path().join(f), eight.path().join(f)).unwrap();
+    }
+    let (code, doc, _) = fleet_with(eight.path(), &["--order", &order]);
+    assert_eq!(code, 0, "{doc}");
+
+    // A flag given with the file replaces the file's item (the flags and the file are read
+    // as `check` reads them).
+    let (code, doc, _) = fleet_with(dir.path(), &["--order", &order, "--expect-gpus", "1"]);
+    assert_eq!(code, 0, "every node holds at least one GPU: {doc}");
+    assert_eq!(doc["order"][0]["expected"], "1");
+
+    // The text: a line per node, the failing item said.
+    let run = gpuenv(&["fleet", "report", dir.path().to_str().unwrap(), "--order", &order]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    for line in [
+        "\norder: gpus 8\n",
+        "\n  gpu-node-07: order: accepted\n",
+        "\n  single-a100: order: gpus expected 8, found 1\n",
+        "\n  7x-a100-40gb-driver-525: order: gpus expected 8, found 7\n",
+        "\nFAIL  single-a100  1x NVIDIA A100-SXM4-80GB",
+    ] {
+        assert!(run.stdout.contains(line), "{line:?} in\n{}", run.stdout);
+    }
+
+    // Without an order the document is what it was: no field of the judgments.
+    let (_, plain, _) = fleet_with(dir.path(), &[]);
+    assert!(
+        plain.get("order").is_none() && plain.get("stack_asked").is_none(),
+        "{plain}"
+    );
+    for n in plain["nodes"].as_array().unwrap() {
+        assert!(n.get("acceptance").is_none() && n.get("stack").is_none(), "{n}");
+    }
+}
+
+#[test]
+fn expect_gpu_accepts_only_the_model_ordered() {
+    let dir = four_nodes();
+    let (code, doc, stderr) = fleet_with(dir.path(), &["--expect-gpu", "H100"]);
+    assert_eq!(code, 1, "{stderr}\n{doc}");
+    for n in ["gpu-node-07", "8x-h100-nvlink"] {
+        assert_eq!(node(&doc, n)["acceptance"]["verdict"], "pass", "{n}: {doc}");
+    }
+    for (n, found) in [
+        ("single-a100", "1x NVIDIA A100-SXM4-80GB"),
+        ("7x-a100-40gb-driver-525", "7x NVIDIA A100-SXM4-40GB"),
+    ] {
+        let failed = &node(&doc, n)["acceptance"]["failed"];
+        assert_eq!(failed.as_array().unwrap().len(), 1, "{n}: {failed}");
+        assert_eq!(failed[0]["item"], "gpu");
+        assert_eq!(failed[0]["expected"], "H100");
+        assert_eq!(failed[0]["found"], found, "{n}");
+    }
+    let run = gpuenv(&[
+        "fleet",
+        "report",
+        dir.path().to_str().unwrap(),
+        "--expect-gpu",
+        "H100",
+    ]);
+    assert!(
+        run.stdout
+            .contains("\n  single-a100: order: gpu expected H100, found 1x NVIDIA A100-SXM4-80GB\n"),
+        "{}",
+        run.stdout
+    );
+}
+
+/// Three nodes: a Blackwell workstation on driver 590, an A100 node on 525, an H100 node
+/// on 550.
+fn three_drivers() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for h in [
+        "1x-rtx-pro-6000-gen4-slot",
+        "7x-a100-40gb-driver-525",
+        "8x-h100-nvlink",
+    ] {
+        report(dir.path(), h, h);
+    }
+    dir
+}
+
+const CUDA_13: [&str; 4] = ["--torch", "2.9", "--cuda", "13.0"];
+
+#[test]
+fn the_stack_is_judged_on_each_node_as_check_judges_it() {
+    let dir = three_drivers();
+    let (code, doc, stderr) = fleet_with(dir.path(), &CUDA_13);
+    assert_eq!(code, 1, "two drivers are too old for CUDA 13: {stderr}\n{doc}");
+    assert_eq!(doc["stack_asked"], "torch ==2.9.*, CUDA ==13.0");
+    let new = &node(&doc, "1x-rtx-pro-6000-gen4-slot")["stack"];
+    assert_eq!(new["verdict"], "compatible", "{new}");
+    assert!(new["best"].as_str().unwrap().starts_with("torch 2.9."), "{new}");
+    assert!(new["best"].as_str().unwrap().contains("+cu130"), "{new}");
+    assert!(new["why_not"].is_null(), "{new}");
+    let old = &node(&doc, "7x-a100-40gb-driver-525")["stack"];
+    assert_eq!(old["verdict"], "incompatible", "{old}");
+    assert!(old["best"].is_null(), "{old}");
+    let why = old["why_not"].as_str().unwrap();
+    assert!(why.contains("driver-too-old"), "{why}");
+    assert!(why.contains("525.147.05"), "{why}");
+    assert_eq!(node(&doc, "7x-a100-40gb-driver-525")["worst"], "fail");
+    assert!(doc.get("order").is_none(), "no order given: {doc}");
+
+    // Each node's verdict is `check`'s on the same host with the same flags.
+    for h in [
+        "1x-rtx-pro-6000-gen4-slot",
+        "7x-a100-40gb-driver-525",
+        "8x-h100-nvlink",
+    ] {
+        let facts = fixture(&format!("hosts/{h}"));
+        let mut args = vec!["check", "--host-facts", facts.to_str().unwrap(), "--json"];
+        args.extend_from_slice(&CUDA_13);
+        let check = json(&gpuenv(&args));
+        assert_eq!(node(&doc, h)["stack"]["verdict"], check["verdict"], "{h}");
+    }
+
+    // The node whose driver runs it, alone: exit 0 (it only warns in doctor's checks).
+    let one = tempfile::tempdir().unwrap();
+    let f = "1x-rtx-pro-6000-gen4-slot.json";
+    std::fs::copy(dir.path().join(f), one.path().join(f)).unwrap();
+    let (code, doc, _) = fleet_with(one.path(), &CUDA_13);
+    assert_eq!(code, 0, "{doc}");
+
+    // The text: the question, then a line per node.
+    let mut args = vec!["fleet", "report", dir.path().to_str().unwrap()];
+    args.extend_from_slice(&CUDA_13);
+    let run = gpuenv(&args);
+    assert!(
+        run.stdout.contains("\nstack: torch ==2.9.*, CUDA ==13.0\n"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout
+            .contains("\n  1x-rtx-pro-6000-gen4-slot: stack: compatible, best torch 2.9."),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout
+            .contains("\n  7x-a100-40gb-driver-525: stack: incompatible: the closest build, torch 2.9."),
+        "{}",
+        run.stdout
+    );
+}
+
+#[test]
+fn a_bad_order_or_flag_exits_2_before_any_report_is_read() {
+    let dir = four_nodes();
+    let out = tempfile::tempdir().unwrap();
+    let page = out.path().join("fleet.html");
+    let page_arg = page.to_str().unwrap().to_string();
+    let (_b, bad) = order_file("gpus = \"many\"\ncolour = \"red\"\n");
+    let (_e, empty) = order_file("# nothing ordered yet\n");
+    let missing = out.path().join("no-such-order.toml");
+    let cases: Vec<(Vec<&str>, Vec<&str>)> = vec![
+        (
+            vec!["--order", &bad],
+            vec!["order.toml` line 1, key `gpus`", "line 2: unknown key `colour`"],
+        ),
+        (vec!["--order", &empty], vec!["--order", "names no item"]),
+        (
+            vec!["--order", missing.to_str().unwrap()],
+            vec!["no-such-order.toml", "no such file"],
+        ),
+        (vec!["--expect-gpus", "eight"], vec!["--expect-gpus `eight`"]),
+        (vec!["--expect-gpu", "Z9000"], vec!["--expect-gpu", "Z9000"]),
+        (vec!["--expect-driver", ">=abc"], vec!["--expect-driver"]),
+        (vec!["--torch", "banana"], vec!["--torch"]),
+    ];
+    for (flags, said) in cases {
+        let mut args = vec![
+            "fleet",
+            "report",
+            dir.path().to_str().unwrap(),
+            "--report",
+            &page_arg,
+        ];
+        args.extend_from_slice(&flags);
+        let run = gpuenv(&args);
+        assert_eq!(run.code, 2, "{flags:?}: {}", run.stderr);
+        for words in said {
+            assert!(
+                run.stderr.contains(words),
+                "{flags:?}: {words:?} in {}",
+                run.stderr
+            );
+        }
+        assert!(
+            run.stdout.is_empty(),
+            "{flags:?}: nothing printed: {}",
+            run.stdout
+        );
+        assert!(!page.exists(), "{flags:?}: nothing written");
+    }
+    // A page of another format is refused the same way.
+    let pdf = out.path().join("fleet.pdf");
+    let run = gpuenv(&[
+        "fleet",
+        "report",
+        dir.path().to_str().unwrap(),
+        "--report",
+        pdf.to_str().unwrap(),
+    ]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("--report") && run.stderr.contains("FILE.html"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stdout.is_empty() && !pdf.exists());
+    assert_eq!(std::fs::read_dir(out.path()).unwrap().count(), 0);
+}
+
+// ---------------------------------------------------------------------------------------
+// The fleet page
+// ---------------------------------------------------------------------------------------
+
+const HOSTILE: &str = "<script>alert(1)</script>";
+
+/// The four nodes, one more whose host name is hostile markup, and a file left out.
+fn page_fleet() -> tempfile::TempDir {
+    let dir = four_nodes();
+    let text = std::fs::read_to_string(dir.path().join("single-a100.json")).unwrap();
+    let mut doc: Value = serde_json::from_str(&text).unwrap();
+    doc["host"]["hostname"] = HOSTILE.into();
+    std::fs::write(dir.path().join("z-hostile.json"), doc.to_string()).unwrap();
+    std::fs::write(dir.path().join("zz-broken.json"), "{").unwrap();
+    dir
+}
+
+/// `fleet report` of [`page_fleet`] with the order and a stack, writing `page`.
+fn fleet_page(dir: &Path, page: &Path) -> crate::support::Run {
+    let (_o, order) = order_file("gpus = 8\n");
+    gpuenv(&[
+        "fleet",
+        "report",
+        dir.to_str().unwrap(),
+        "--order",
+        &order,
+        "--torch",
+        "2.4",
+        "--report",
+        page.to_str().unwrap(),
+    ])
+}
+
+#[test]
+fn fleet_html_page_holds_each_node_the_drift_and_the_files_left_out() {
+    let dir = page_fleet();
+    let out = tempfile::tempdir().unwrap();
+    let page = out.path().join("fleet.html");
+    let run = fleet_page(dir.path(), &page);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.starts_with("<!DOCTYPE html>"), "{}", &html[..200]);
+    assert!(html.contains("<h1>Fleet report: 5 nodes</h1>"));
+    assert!(html.contains(&format!("gpuenv {}", env!("CARGO_PKG_VERSION"))));
+    assert!(html.contains("UTC"));
+    assert!(html.contains("Order: gpus 8"), "the order asked");
+    assert!(html.contains("Stack asked: torch ==2.4.*"), "the stack asked");
+    assert_eq!(html.matches("<tr class=\"node\">").count(), 5);
+    assert!(html.contains("<td class=\"verdict fail\">FAIL</td>"));
+    assert!(html.contains("NOT ACCEPTED"));
+    assert!(html.contains("gpus: expected 8, found 7"));
+    assert!(html.contains(">ACCEPTED<"));
+    assert!(html.contains(">compatible<"), "the stack on a node");
+    // The drift, grouped by what it breaks, each kind a table of its own.
+    assert!(html.contains("<h3>a multi-node job will fail or hang</h3>"));
+    assert!(html.contains("<h3>a heterogeneous job</h3>"));
+    assert!(html.contains("id=\"drift-driver-branch\""));
+    // The file left out.
+    assert_eq!(html.matches("<tr class=\"problem\">").count(), 1);
+    assert!(html.contains("zz-broken.json"));
+    // Outside text escaped: the hostile host name is a node, as text.
+    assert!(!html.contains("<script"), "unescaped script");
+    assert!(html.contains("&lt;script&gt;alert(1)&lt;&#x2f;script&gt;"));
+    // Self-contained, as the acceptance page: no script, no load, a policy forbidding any.
+    assert!(!html.contains("src="));
+    assert!(!html.contains("href="));
+    assert!(html.contains("Content-Security-Policy\" content=\"default-src 'none'"));
+    // stdout is the text report, as without --report.
+    assert!(run.stdout.starts_with("5 nodes\n"), "{}", run.stdout);
+    // Written atomically: nothing left beside it.
+    let left: Vec<_> = std::fs::read_dir(out.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left, vec![std::ffi::OsString::from("fleet.html")]);
+}
+
+#[test]
+fn fleet_markdown_page_has_its_sections_and_tables() {
+    let dir = page_fleet();
+    let out = tempfile::tempdir().unwrap();
+    let page = out.path().join("fleet.md");
+    let run = fleet_page(dir.path(), &page);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let md = std::fs::read_to_string(&page).unwrap();
+    let lines: Vec<&str> = md.lines().collect();
+    assert_eq!(lines[0], "# Fleet report: 5 nodes");
+    let headings: Vec<&str> = lines.iter().copied().filter(|l| l.starts_with("## ")).collect();
+    assert_eq!(
+        headings,
+        ["## Nodes", "## Drift between nodes", "## Files left out"]
+    );
+    let groups: Vec<&str> = lines.iter().copied().filter(|l| l.starts_with("### ")).collect();
+    assert_eq!(
+        groups,
+        [
+            "### a multi-node job will fail or hang",
+            "### usually fine, but named",
+            "### a heterogeneous job",
+            "### RDMA on some nodes only",
+        ]
+    );
+    // A row per node, each with the header's cells; the judgments in its last two.
+    let nodes: Vec<&str> = lines
+        .iter()
+        .copied()
+        .skip_while(|l| *l != "## Nodes")
+        .take_while(|l| *l != "## Drift between nodes")
+        .filter(|l| l.starts_with('|'))
+        .collect();
+    assert_eq!(nodes.len(), 2 + 5, "{nodes:#?}");
+    assert!(nodes[0].ends_with("| order | stack |"), "{}", nodes[0]);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("| 7x-a100-40gb-driver-525 | **FAIL** |")
+                && l.contains(
+                    "| **NOT ACCEPTED**; gpus: expected 8, found 7 | **compatible**; best: torch 2.4."
+                )),
+        "{md}"
+    );
+    // Every row of a table has as many cells as its header (an escaped `\|` is no border).
+    let borders = |l: &str| l.matches('|').count() - l.matches("\\|").count();
+    let mut header = None;
+    for l in &lines {
+        match (l.starts_with('|'), header) {
+            (false, _) => header = None,
+            (true, None) => header = Some(borders(l)),
+            (true, Some(n)) => assert_eq!(borders(l), n, "{l}"),
+        }
+    }
+    // The hostile name escaped; the file left out listed.
+    assert!(md.contains("\\<script\\>alert(1)\\</script\\>"), "{md}");
+    assert!(!md.contains("<script>"));
+    assert!(md.contains("zz-broken.json | not JSON"), "{md}");
+}
+
+#[test]
+fn chromium_renders_the_fleet_page_without_errors_or_network() {
+    use crate::report_page::{assert_no_request, browser_ready, headless, page_errors};
+    browser_ready();
+    let dir = page_fleet();
+    let out = tempfile::tempdir().unwrap();
+    let page = out.path().join("fleet.html");
+    let run = fleet_page(dir.path(), &page);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let scratch = out.path().join("chromium");
+    std::fs::create_dir_all(&scratch).unwrap();
+    let net_log = scratch.join("net.json");
+    let dumped = headless(
+        &page,
+        &scratch,
+        &[
+            "--enable-logging=stderr",
+            "--v=0",
+            &format!("--log-net-log={}", net_log.display()),
+            "--dump-dom",
+        ],
+    );
+    let dom = &dumped.stdout;
+    // The rows as the browser built them: a row per node, per drift value, per file left
+    // out; and the hostile name stayed text (no script element was made of it).
+    assert_eq!(dom.matches("<tr class=\"node\">").count(), 5, "{dom}");
+    let html = std::fs::read_to_string(&page).unwrap();
+    let values = html.matches("<tr class=\"drift-value\">").count();
+    assert!(values >= 8, "{values} drift rows");
+    assert_eq!(dom.matches("<tr class=\"drift-value\">").count(), values);
+    assert_eq!(dom.matches("<tr class=\"problem\">").count(), 1);
+    assert!(!dom.contains("<script"), "a script element in the DOM");
+    assert!(dom.contains("&lt;script&gt;alert(1)&lt;/script&gt;"), "{dom}");
+    let errors = page_errors(&dumped.stderr, &page);
+    assert!(
+        errors.is_empty(),
+        "chromium reported errors loading the page: {errors:#?}\nall it printed:\n{}",
+        dumped.stderr
+    );
+    assert_no_request(&net_log);
+}

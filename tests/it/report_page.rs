@@ -270,21 +270,32 @@ fn hostile_text_is_escaped() {
 // A real browser
 // ---------------------------------------------------------------------------------------
 
+/// chromium (or chromium-browser) on PATH, when there is one.
+fn chromium_on_path() -> Option<PathBuf> {
+    ["chromium", "chromium-browser"].into_iter().find_map(|name| {
+        std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+            .map(|dir| dir.join(name))
+            .find(|p| p.is_file())
+    })
+}
+
 fn chromium() -> PathBuf {
-    for name in ["chromium", "chromium-browser"] {
-        for dir in std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()) {
-            let p = dir.join(name);
-            if p.is_file() {
-                return p;
-            }
-        }
+    chromium_on_path()
+        .unwrap_or_else(|| panic!("no chromium on PATH, though scripts/test-services installs it"))
+}
+
+/// The browser made ready for a page test that needs nothing else of the test services:
+/// chromium on PATH is enough; without it, `services` installs it (and fails the test,
+/// saying why, when it cannot).
+pub fn browser_ready() {
+    if chromium_on_path().is_none() {
+        services();
     }
-    panic!("no chromium on PATH, though scripts/test-services installs it");
 }
 
 /// Runs headless chromium with `args` on the page, bounded (`timeout` ends its whole
 /// process group), with a home and profile of its own.
-fn headless(page: &Path, scratch: &Path, args: &[&str]) -> crate::support::Run {
+pub fn headless(page: &Path, scratch: &Path, args: &[&str]) -> crate::support::Run {
     let home = scratch.join("home");
     std::fs::create_dir_all(&home).unwrap();
     let url = format!("file://{}", page.display());
@@ -323,7 +334,7 @@ fn headless(page: &Path, scratch: &Path, args: &[&str]) -> crate::support::Run {
 /// script, so any is one: a policy violation, a script error), an uncaught exception, or
 /// an error line naming the page. Chromium's own noise without a desktop (D-Bus, VA-API)
 /// does not name the page.
-fn page_errors<'a>(stderr: &'a str, page: &Path) -> Vec<&'a str> {
+pub fn page_errors<'a>(stderr: &'a str, page: &Path) -> Vec<&'a str> {
     let name = page.file_name().unwrap().to_str().unwrap();
     stderr
         .lines()
@@ -333,6 +344,22 @@ fn page_errors<'a>(stderr: &'a str, page: &Path) -> Vec<&'a str> {
                 || (l.contains("ERROR:") && (l.contains(name) || l.contains("file://")))
         })
         .collect()
+}
+
+/// No request went out on the page's behalf, by chromium's net log (`--log-net-log`):
+/// chromium's own background requests, if any, are keyed to other sites.
+pub fn assert_no_request(net_log: &Path) {
+    let log = std::fs::read_to_string(net_log).unwrap_or_default();
+    assert!(
+        !log.is_empty(),
+        "chromium wrote no net log at {}",
+        net_log.display()
+    );
+    assert!(
+        !log.contains("\"network_isolation_key\":\"file://"),
+        "the page made a network request; net log at {}",
+        net_log.display()
+    );
 }
 
 #[test]
@@ -374,19 +401,7 @@ fn chromium_renders_the_page_without_errors_or_network() {
         "chromium reported errors loading the page: {errors:#?}\nall it printed:\n{}",
         dumped.stderr
     );
-    // No request went out on the page's behalf (chromium's own background requests, if
-    // any, are keyed to other sites).
-    let log = std::fs::read_to_string(&net_log).unwrap_or_default();
-    assert!(
-        !log.is_empty(),
-        "chromium wrote no net log at {}",
-        net_log.display()
-    );
-    assert!(
-        !log.contains("\"network_isolation_key\":\"file://"),
-        "the page made a network request; net log at {}",
-        net_log.display()
-    );
+    assert_no_request(&net_log);
 
     // A screenshot: written, and more than a blank page.
     let png = scratch.join("page.png");
