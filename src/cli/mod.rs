@@ -168,6 +168,16 @@ impl CliError {
     }
 }
 
+/// A page (`check --report`, `fleet report --report`) written atomically where it was
+/// asked; a failure to make it is a failure to write it.
+fn write_page(path: &std::path::Path, page: io::Result<String>) -> Result<(), CliError> {
+    let page = page.map_err(|source| CliError::Write {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    crate::files::write_file(path, page.as_bytes(), crate::files::Replace::RegularFile).map_err(write_error)
+}
+
 /// An output file's error as the command's: a target that must not be replaced is bad
 /// input (nothing was written), a write that failed is the environment's.
 fn write_error(e: crate::files::WriteError) -> CliError {
@@ -1047,13 +1057,8 @@ fn check(cli: &Cli, args: &CheckArgs, out: &mut dyn Write, styles: report::Style
                 answer: &answer,
                 written_at: jiff::Timestamp::now(),
             },
-        )
-        .map_err(|source| CliError::Write {
-            path: path.clone(),
-            source,
-        })?;
-        crate::files::write_file(path, page.as_bytes(), crate::files::Replace::RegularFile)
-            .map_err(write_error)?;
+        );
+        write_page(path, page)?;
     }
     let accepted = acceptance.iter().all(|a| a.pass);
     let verdict_ok = match answer.verdict {
@@ -1109,13 +1114,8 @@ fn fleet_report(
                 fleet: &fleet,
                 written_at: jiff::Timestamp::now(),
             },
-        )
-        .map_err(|source| CliError::Write {
-            path: path.clone(),
-            source,
-        })?;
-        crate::files::write_file(path, page.as_bytes(), crate::files::Replace::RegularFile)
-            .map_err(write_error)?;
+        );
+        write_page(path, page)?;
     }
     Ok(if fleet.nodes.is_empty() {
         Exit::BadInput

@@ -76,6 +76,9 @@ fn judged(out: &mut dyn Write, f: &Fleet) -> io::Result<()> {
             .collect();
         writeln!(out, "order: {}", items.join(", "))?;
         for n in &f.nodes {
+            if n.no_report.is_some() {
+                writeln!(out, "  {}: order: not judged, no report", n.node)?;
+            }
             let Some(a) = &n.acceptance else { continue };
             if a.failed.is_empty() {
                 writeln!(out, "  {}: order: accepted", n.node)?;
@@ -97,6 +100,9 @@ fn judged(out: &mut dyn Write, f: &Fleet) -> io::Result<()> {
         writeln!(out)?;
         writeln!(out, "stack: {asked}")?;
         for n in &f.nodes {
+            if n.no_report.is_some() {
+                writeln!(out, "  {}: stack: not judged, no report", n.node)?;
+            }
             let Some(s) = &n.stack else { continue };
             match (&s.best, &s.why_not) {
                 (Some(best), _) => writeln!(out, "  {}: stack: {}, best {best}", n.node, s.verdict)?,

@@ -654,11 +654,7 @@ fn fleet_html_page_holds_each_node_the_drift_and_the_files_left_out() {
     // stdout is the text report, as without --report.
     assert!(run.stdout.starts_with("5 nodes\n"), "{}", run.stdout);
     // Written atomically: nothing left beside it.
-    let left: Vec<_> = std::fs::read_dir(out.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name())
-        .collect();
-    assert_eq!(left, vec![std::ffi::OsString::from("fleet.html")]);
+    crate::report_page::assert_alone(out.path(), "fleet.html");
 }
 
 #[test]
@@ -723,7 +719,7 @@ fn fleet_markdown_page_has_its_sections_and_tables() {
 
 #[test]
 fn chromium_renders_the_fleet_page_without_errors_or_network() {
-    use crate::report_page::{assert_no_request, browser_ready, headless, page_errors};
+    use crate::report_page::{assert_no_request, browser_ready, dump_dom, page_errors};
     browser_ready();
     let dir = page_fleet();
     let out = tempfile::tempdir().unwrap();
@@ -732,17 +728,7 @@ fn chromium_renders_the_fleet_page_without_errors_or_network() {
     assert_eq!(run.code, 1, "{}", run.stderr);
     let scratch = out.path().join("chromium");
     std::fs::create_dir_all(&scratch).unwrap();
-    let net_log = scratch.join("net.json");
-    let dumped = headless(
-        &page,
-        &scratch,
-        &[
-            "--enable-logging=stderr",
-            "--v=0",
-            &format!("--log-net-log={}", net_log.display()),
-            "--dump-dom",
-        ],
-    );
+    let (dumped, net_log) = dump_dom(&page, &scratch);
     let dom = &dumped.stdout;
     // The rows as the browser built them: a row per node, per drift value, per file left
     // out; and the hostile name stayed text (no script element was made of it).

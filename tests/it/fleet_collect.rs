@@ -501,6 +501,22 @@ fn kubectl_reads_each_pod_log_and_keeps_the_pending_pod() {
         "a pending pod has no log: {calls}"
     );
     assert!(out.join("k8s-gpu-1.json").is_file());
+
+    // The pending pod's node is judged nowhere: neither accepted nor refused.
+    let run = gpuenv_env(
+        work.path(),
+        &["fleet", "report", out.to_str().unwrap(), "--expect-gpus", "8"],
+        &[],
+    );
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stdout.contains("k8s-gpu-1: order: accepted")
+            && run
+                .stdout
+                .contains("pod/gpuenv-fleet-1-fghij: order: not judged, no report"),
+        "{}",
+        run.stdout
+    );
 }
 
 #[test]

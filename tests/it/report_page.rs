@@ -103,11 +103,7 @@ fn html_page_holds_order_topology_and_evidence() {
     // Environment variables are not evidence (secrets).
     assert!(!html.contains("CONDA_PREFIX"));
     // Written atomically: no temporary file left beside it.
-    let left: Vec<_> = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name())
-        .collect();
-    assert_eq!(left, vec![std::ffi::OsString::from("acceptance.html")]);
+    assert_alone(dir.path(), "acceptance.html");
 }
 
 #[test]
@@ -284,6 +280,16 @@ fn chromium() -> PathBuf {
         .unwrap_or_else(|| panic!("no chromium on PATH, though scripts/test-services installs it"))
 }
 
+/// `dir` holds `name` and nothing else: a page is written atomically, and no temporary
+/// file is left beside it.
+pub fn assert_alone(dir: &Path, name: &str) {
+    let left: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left, vec![std::ffi::OsString::from(name)]);
+}
+
 /// The browser made ready for a page test that needs nothing else of the test services:
 /// chromium on PATH is enough; without it, `services` installs it (and fails the test,
 /// saying why, when it cannot).
@@ -291,6 +297,23 @@ pub fn browser_ready() {
     if chromium_on_path().is_none() {
         services();
     }
+}
+
+/// The page's DOM as headless chromium built it, its console on stderr, and the file its
+/// network log went to.
+pub fn dump_dom(page: &Path, scratch: &Path) -> (crate::support::Run, std::path::PathBuf) {
+    let net_log = scratch.join("net.json");
+    let dumped = headless(
+        page,
+        scratch,
+        &[
+            "--enable-logging=stderr",
+            "--v=0",
+            &format!("--log-net-log={}", net_log.display()),
+            "--dump-dom",
+        ],
+    );
+    (dumped, net_log)
 }
 
 /// Runs headless chromium with `args` on the page, bounded (`timeout` ends its whole
@@ -373,17 +396,7 @@ fn chromium_renders_the_page_without_errors_or_network() {
     std::fs::create_dir_all(&scratch).unwrap();
 
     // The DOM as the browser built it.
-    let net_log = scratch.join("net.json");
-    let dumped = headless(
-        &page,
-        &scratch,
-        &[
-            "--enable-logging=stderr",
-            "--v=0",
-            &format!("--log-net-log={}", net_log.display()),
-            "--dump-dom",
-        ],
-    );
+    let (dumped, net_log) = dump_dom(&page, &scratch);
     let dom = &dumped.stdout;
     assert!(
         dom.contains("<table id=\"topology\">"),
