@@ -54,7 +54,8 @@ pub struct CollectArgs {
     /// file system (`doctor --record`), to replay with `--host-facts`.
     #[arg(long, value_name = "DIR", conflicts_with = "kubectl")]
     record: Option<String>,
-    /// Seconds the whole collection may take (for ssh: each host).
+    /// Seconds the collection may take: srun as a whole (and Slurm's own limit for the
+    /// step, in whole minutes), each ssh host, each kubectl call.
     #[arg(long, value_name = "SECONDS", default_value_t = 300)]
     timeout: u64,
     /// The new folder the reports go to (it must not exist, or be empty). Default:
