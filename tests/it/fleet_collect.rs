@@ -530,3 +530,19 @@ fn kubectl_name_must_be_a_kubernetes_name() {
     assert_eq!(run.code, 2, "{}", run.stderr);
     assert!(run.stderr.contains("--kubectl"), "{}", run.stderr);
 }
+
+#[test]
+fn doctor_record_puts_each_host_under_its_own_name() {
+    let work = tempfile::tempdir().unwrap();
+    let target = work.path().join("records").join("{hostname}");
+    let run = gpuenv_env(
+        work.path(),
+        &["doctor", "--json", "--record", target.to_str().unwrap()],
+        &[],
+    );
+    assert!(run.code == 0 || run.code == 1, "{}", run.stderr);
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    let record = work.path().join("records").join(name.trim()).join("host.json");
+    assert!(record.is_file(), "no {}", record.display());
+    assert!(!work.path().join("records").join("{hostname}").exists());
+}
