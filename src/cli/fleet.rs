@@ -145,7 +145,7 @@ pub fn collect(args: &CollectArgs, out: &mut dyn Write, styles: report::Styles) 
         if !crate::fleet::k8s::dns_label(name) {
             return Err(CliError::Usage(format!(
                 "--kubectl `{}` is not a Kubernetes name (lowercase letters, digits and `-`, at most 63)",
-                crate::text::terminal_safe(name)
+                name
             )));
         }
         (

@@ -672,7 +672,7 @@ pub fn read_hosts(file: &str, text: &str) -> Result<Vec<String>, String> {
             problems.push(format!(
                 "{file}:{}: `{}` is not a host as ssh takes it (a name, user@name or ssh://user@name:port; one a line)",
                 i + 1,
-                crate::text::terminal_safe(&crate::text::excerpt(line))
+                crate::text::excerpt(line)
             ));
         } else if hosts.iter().any(|h| h == line) {
             problems.push(format!("{file}:{}: `{line}` is listed twice", i + 1));

@@ -528,26 +528,9 @@ pub enum NodeFile {
 }
 
 /// One file read: a report or a collection failure, or why neither (a line, without the
-/// file's name).
+/// file's name). The text is read once; its shape is looked at only when it is not a
+/// report.
 pub fn read_node(file: &Path) -> Result<NodeFile, String> {
-    read_report(file)
-        .map(|d| NodeFile::Report(Box::new(d)))
-        .or_else(|why| {
-            // Failures are tiny: read again only when the report did not read.
-            let text = crate::files::read_text(file, REPORT_CAP, "report").map_err(|e| e.to_string())?;
-            match serde_json::from_str::<Shape>(&text) {
-                Ok(Shape {
-                    collect_failure: Some(f),
-                    schema_version: Some(SCHEMA_VERSION),
-                    ..
-                }) => Ok(NodeFile::Failure(f)),
-                _ => Err(why),
-            }
-        })
-}
-
-/// One report read and checked, or why not (a line, without the file's name).
-pub fn read_report(file: &Path) -> Result<DoctorDoc, String> {
     let text = crate::files::read_text(file, REPORT_CAP, "report").map_err(|e| e.to_string())?;
     let wrong_version = |v: u32| {
         let age = if v < SCHEMA_VERSION { "an older" } else { "a newer" };
@@ -557,24 +540,29 @@ pub fn read_report(file: &Path) -> Result<DoctorDoc, String> {
     };
     match serde_json::from_str::<DoctorDoc>(&text) {
         Ok(doc) if doc.schema_version != SCHEMA_VERSION => Err(wrong_version(doc.schema_version)),
-        Ok(doc) => Ok(doc),
-        Err(e) => Err(match serde_json::from_str::<Shape>(&text) {
+        Ok(doc) => Ok(NodeFile::Report(Box::new(doc))),
+        Err(e) => match serde_json::from_str::<Shape>(&text) {
             Ok(Shape {
                 schema_version: Some(v),
                 ..
-            }) if v != SCHEMA_VERSION => wrong_version(v),
+            }) if v != SCHEMA_VERSION => Err(wrong_version(v)),
+            Ok(Shape {
+                collect_failure: Some(f),
+                schema_version: Some(_),
+                ..
+            }) => Ok(NodeFile::Failure(f)),
             Ok(Shape {
                 host: Some(_),
                 checks: Some(_),
                 ..
-            }) => format!("not a readable `gpuenv doctor --json` report: {e}"),
+            }) => Err(format!("not a readable `gpuenv doctor --json` report: {e}")),
             Ok(Shape {
                 collect_failure: Some(_),
                 ..
-            }) => "a collection failure (fleet collect) that does not read".to_string(),
-            Ok(_) => "not a `gpuenv doctor --json` report (it has no `host` and `checks`)".to_string(),
-            Err(_) => format!("not JSON: {e}"),
-        }),
+            }) => Err("a collection failure (fleet collect) that does not read".to_string()),
+            Ok(_) => Err("not a `gpuenv doctor --json` report (it has no `host` and `checks`)".to_string()),
+            Err(_) => Err(format!("not JSON: {e}")),
+        },
     }
 }
 

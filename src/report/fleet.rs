@@ -117,7 +117,7 @@ fn judged(out: &mut dyn Write, f: &Fleet) -> io::Result<()> {
 /// One node in a line.
 fn row(n: &NodeSummary) -> String {
     if let Some(why) = &n.no_report {
-        return format!("{}  no report: {}", n.node, crate::text::terminal_safe(why));
+        return format!("{}  no report: {}", n.node, why);
     }
     let gpus = if n.gpu_count == 0 {
         "no GPU".to_string()
@@ -204,17 +204,17 @@ pub fn collected(
         if n.collected {
             styles.paint(out, mark(n.worst))?;
             let host = match &n.hostname {
-                Some(h) if *h != n.node => format!(" (hostname {})", crate::text::terminal_safe(h)),
+                Some(h) if *h != n.node => format!(" (hostname {h})"),
                 _ => String::new(),
             };
-            writeln!(out, "  {}{host}  {}", crate::text::terminal_safe(&n.node), n.file)?;
+            writeln!(out, "  {}{host}  {}", n.node, n.file)?;
         } else {
             styles.paint(out, "FAIL")?;
             writeln!(
                 out,
                 "  {}  no report: {}  ({})",
-                crate::text::terminal_safe(&n.node),
-                crate::text::terminal_safe(n.reason.as_deref().unwrap_or("")),
+                n.node,
+                n.reason.as_deref().unwrap_or(""),
                 n.file
             )?;
         }

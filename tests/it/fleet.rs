@@ -683,13 +683,7 @@ fn fleet_markdown_page_has_its_sections_and_tables() {
         ]
     );
     // A row per node, each with the header's cells; the judgments in its last two.
-    let nodes: Vec<&str> = lines
-        .iter()
-        .copied()
-        .skip_while(|l| *l != "## Nodes")
-        .take_while(|l| *l != "## Drift between nodes")
-        .filter(|l| l.starts_with('|'))
-        .collect();
+    let nodes = crate::report_page::table_rows(&lines, "## Nodes", "## Drift between nodes");
     assert_eq!(nodes.len(), 2 + 5, "{nodes:#?}");
     assert!(nodes[0].ends_with("| order | stack |"), "{}", nodes[0]);
     assert!(
@@ -701,16 +695,7 @@ fn fleet_markdown_page_has_its_sections_and_tables() {
                 )),
         "{md}"
     );
-    // Every row of a table has as many cells as its header (an escaped `\|` is no border).
-    let borders = |l: &str| l.matches('|').count() - l.matches("\\|").count();
-    let mut header = None;
-    for l in &lines {
-        match (l.starts_with('|'), header) {
-            (false, _) => header = None,
-            (true, None) => header = Some(borders(l)),
-            (true, Some(n)) => assert_eq!(borders(l), n, "{l}"),
-        }
-    }
+    crate::report_page::assert_cells_match_headers(&lines);
     // The hostile name escaped; the file left out listed.
     assert!(md.contains("\\<script\\>alert(1)\\</script\\>"), "{md}");
     assert!(!md.contains("<script>"));

@@ -74,6 +74,19 @@ fn the_container(spec: &PodSpec) -> &Container {
     &spec.containers[0]
 }
 
+/// The pod's required anti-affinity terms.
+fn anti_affinity(spec: &PodSpec) -> &[k8s_openapi::api::core::v1::PodAffinityTerm] {
+    spec.affinity
+        .as_ref()
+        .unwrap()
+        .pod_anti_affinity
+        .as_ref()
+        .unwrap()
+        .required_during_scheduling_ignored_during_execution
+        .as_ref()
+        .unwrap()
+}
+
 fn env(c: &Container, name: &str) -> Option<String> {
     c.env.as_ref()?.iter().find(|e| e.name == name)?.value.clone()
 }
@@ -177,17 +190,7 @@ fn fleet_k8s_job_is_a_valid_job_that_keeps_the_contract() {
     );
 
     // One pod per node: the anti-affinity selects this instance's own pods.
-    let anti = spec
-        .affinity
-        .as_ref()
-        .unwrap()
-        .pod_anti_affinity
-        .as_ref()
-        .unwrap();
-    let terms = anti
-        .required_during_scheduling_ignored_during_execution
-        .as_ref()
-        .unwrap();
+    let terms = anti_affinity(&spec);
     assert_eq!(terms.len(), 1);
     assert_eq!(terms[0].topology_key, "kubernetes.io/hostname");
     let sel = terms[0].label_selector.as_ref().unwrap();
@@ -238,20 +241,7 @@ fn fleet_k8s_job_takes_every_flag() {
     );
     let script = &c.command.as_ref().unwrap()[2];
     assert!(!script.contains("pip"), "the image has gpuenv: {script}");
-    let anti = spec
-        .affinity
-        .as_ref()
-        .unwrap()
-        .pod_anti_affinity
-        .as_ref()
-        .unwrap();
-    let sel = anti
-        .required_during_scheduling_ignored_during_execution
-        .as_ref()
-        .unwrap()[0]
-        .label_selector
-        .as_ref()
-        .unwrap();
+    let sel = anti_affinity(&spec)[0].label_selector.as_ref().unwrap();
     assert_eq!(
         serde_json::to_value(sel.match_labels.as_ref().unwrap()).unwrap(),
         labels_of("probe-b200")

@@ -131,30 +131,14 @@ fn markdown_page_has_its_sections_and_tables() {
     assert!(lines.contains(&"| gpus | 8 | 8 | **PASS** | at least the number ordered |"));
     assert!(lines.contains(&"**ACCEPTED: every item holds**"));
     // The topology: a header, a separator and a row per GPU, each with 8 GPU cells.
-    let topo: Vec<&str> = lines
-        .iter()
-        .copied()
-        .skip_while(|l| *l != "## GPU topology")
-        .take_while(|l| *l != "## GPU state")
-        .filter(|l| l.starts_with('|'))
-        .collect();
+    let topo = table_rows(&lines, "## GPU topology", "## GPU state");
     assert_eq!(topo.len(), 2 + 8, "{topo:#?}");
     for (i, row) in topo[2..].iter().enumerate() {
         assert!(row.starts_with(&format!("| **GPU{i}** |")), "{row}");
         assert_eq!(row.matches(" NV18 |").count(), 7, "{row}");
         assert_eq!(row.matches(" X |").count(), 1, "{row}");
     }
-    // Every row of a table has as many cells as its header (escaped `\|` inside a cell
-    // is not a border).
-    let borders = |l: &str| l.matches('|').count() - l.matches("\\|").count();
-    let mut header = None;
-    for l in &lines {
-        match (l.starts_with('|'), header) {
-            (false, _) => header = None,
-            (true, None) => header = Some(borders(l)),
-            (true, Some(n)) => assert_eq!(borders(l), n, "{l}"),
-        }
-    }
+    assert_cells_match_headers(&lines);
     // GPU state rows, and the evidence in fenced blocks.
     assert_eq!(md.matches("| NVIDIA H100 80GB HBM3 |").count(), 8);
     assert!(md.contains("### nvidia-smi topo -m (command)\n\n```text\n[exit status 0]\n"));
@@ -278,6 +262,32 @@ fn chromium_on_path() -> Option<PathBuf> {
 fn chromium() -> PathBuf {
     chromium_on_path()
         .unwrap_or_else(|| panic!("no chromium on PATH, though scripts/test-services installs it"))
+}
+
+/// The table rows (lines starting `|`) of a Markdown page between the heading `from` and
+/// the heading `to`.
+pub fn table_rows<'a>(lines: &[&'a str], from: &str, to: &str) -> Vec<&'a str> {
+    lines
+        .iter()
+        .copied()
+        .skip_while(|l| *l != from)
+        .take_while(|l| *l != to)
+        .filter(|l| l.starts_with('|'))
+        .collect()
+}
+
+/// Every row of every Markdown table has as many cells as its header (an escaped `\|`
+/// inside a cell is not a border).
+pub fn assert_cells_match_headers(lines: &[&str]) {
+    let borders = |l: &str| l.matches('|').count() - l.matches("\\|").count();
+    let mut header = None;
+    for l in lines {
+        match (l.starts_with('|'), header) {
+            (false, _) => header = None,
+            (true, None) => header = Some(borders(l)),
+            (true, Some(n)) => assert_eq!(borders(l), n, "{l}"),
+        }
+    }
 }
 
 /// `dir` holds `name` and nothing else: a page is written atomically, and no temporary
