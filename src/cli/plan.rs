@@ -133,6 +133,7 @@ fn model(db: &Db, a: &PlanArgs) -> Result<ModelShape, CliError> {
         experts_per_token: rec.experts_per_token,
         tied_embeddings: Some(rec.tied_embeddings),
         source: format!("compat-db model/{}", rec.id),
+        ..ModelShape::default()
     })
 }
 
@@ -195,6 +196,8 @@ fn settings(a: &PlanArgs) -> Result<Settings, CliError> {
         gpus: a.gpus.unwrap_or(1),
         shard,
         lora_rank: a.lora_rank,
+        attention: crate::plan::Attention::Flash,
+        engine: crate::plan::Engine::Hf,
     })
 }
 

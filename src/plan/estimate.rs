@@ -475,6 +475,7 @@ impl Dims {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::types::{Attention, Engine};
     use crate::plan::model::from_hf_config;
     use crate::plan::reference;
 
@@ -489,6 +490,8 @@ mod tests {
             gpus: 1,
             shard: Shard::None,
             lora_rank: 16,
+            attention: Attention::Flash,
+            engine: Engine::Hf,
         }
     }
 

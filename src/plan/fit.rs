@@ -262,7 +262,7 @@ pub fn machine(count: u32, checkpoint_bytes: u64, dataset_gb: f64, keep: u32) ->
 mod tests {
     use super::*;
     use crate::db::Db;
-    use crate::plan::types::{MemoryTerms, Optimizer, Precision};
+    use crate::plan::types::{Attention, Engine, MemoryTerms, Optimizer, Precision};
 
     fn settings() -> Settings {
         Settings {
@@ -275,6 +275,8 @@ mod tests {
             gpus: 1,
             shard: Shard::None,
             lora_rank: 16,
+            attention: Attention::Flash,
+            engine: Engine::Hf,
         }
     }
 

@@ -223,6 +223,7 @@ pub fn from_hf_config(text: &str, source: &str) -> Result<ModelShape, String> {
         experts_per_token,
         tied_embeddings: Some(tied),
         source: source.to_string(),
+        ..ModelShape::default()
     })
 }
 

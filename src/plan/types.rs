@@ -36,6 +36,33 @@ pub struct ModelShape {
     /// Whether the output projection shares the input embedding's weights.
     #[serde(default)]
     pub tied_embeddings: Option<bool>,
+    /// Values the KV cache keeps per token per layer: `2 x kv_heads x head_dim` for multi-head
+    /// and grouped-query attention (the default when `None`); `kv_lora_rank +
+    /// qk_rope_head_dim` for DeepSeek's multi-head latent attention.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_per_token_layer: Option<u64>,
+    /// Multi-head latent attention (DeepSeek-V2/V3): one compressed latent per token shared
+    /// by every head, so tensor parallelism does not split the cache (each rank keeps it all).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub mla: bool,
+    /// Sliding-window attention: the window in tokens (Gemma 2/3, Mistral v0.1, GPT-OSS);
+    /// a layer that uses it caches at most this many tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sliding_window: Option<u32>,
+    /// How many of the layers attend through the window (the others attend globally);
+    /// `None` with a window means every layer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sliding_layers: Option<u32>,
+    /// Parameters of the largest piece gathered or run at once: the larger of the embedding
+    /// and one whole transformer block (every expert of it). ZeRO-3 gathers about this
+    /// much; inference's working set is bounded by it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub largest_layer_params: Option<u64>,
+    /// The MLP width one token passes through in a layer: `intermediate` for a dense model;
+    /// for a mixture of experts, the routed experts' widths (`experts_per_token x
+    /// moe_intermediate_size`) plus the shared experts'. Sizes the activations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active_intermediate: Option<u64>,
     /// Where the numbers came from: `--params 7B`, the config file's path, the compat-db
     /// record's id.
     pub source: String,
@@ -126,6 +153,36 @@ pub struct Settings {
     pub shard: Shard,
     /// LoRA rank.
     pub lora_rank: u32,
+    /// The attention kernel, for what it stores.
+    pub attention: Attention,
+    /// The inference engine, for how it lays out memory.
+    pub engine: Engine,
+}
+
+/// The attention kernel: what it keeps in memory for the backward pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Attention {
+    /// FlashAttention-2/3: the score matrices are never stored, one row statistic a head.
+    Flash,
+    /// PyTorch's scaled_dot_product_attention, which dispatches to a fused kernel
+    /// (FlashAttention or memory-efficient): O(s) like flash.
+    Sdpa,
+    /// The plain matmul-softmax-matmul: the score matrices are stored (O(s^2)).
+    Eager,
+}
+
+/// The inference engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Engine {
+    /// Hugging Face transformers' `generate`: the cache grows with the tokens asked.
+    Hf,
+    /// vLLM: reserves `gpu_memory_utilization` (0.9) of the card and fills what the
+    /// weights leave with a paged cache.
+    Vllm,
+    /// SGLang: reserves `mem_fraction_static` of the card for weights and a paged cache.
+    Sglang,
 }
 
 /// Bytes per GPU, term by term.
