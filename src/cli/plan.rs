@@ -42,12 +42,30 @@ pub struct PlanArgs {
     /// Sequences per GPU per step (micro-batch).
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub batch: u32,
-    /// Activation recomputation (gradient checkpointing).
-    #[arg(long)]
+    /// Activation recomputation (gradient checkpointing): the default for training, as
+    /// torchtune and LLaMA-Factory run it; kept for scripts that pass it.
+    #[arg(long, overrides_with = "no_checkpointing")]
     pub checkpointing: bool,
+    /// Keep every layer's activations instead of recomputing them.
+    #[arg(long)]
+    pub no_checkpointing: bool,
+    /// The attention kernel: `flash` (FlashAttention, the default in transformers, vLLM,
+    /// torchtune and LLaMA-Factory) and `sdpa` keep no score matrix; `eager` keeps them.
+    #[arg(long, value_name = "KERNEL", default_value = "flash", value_parser = ["flash", "sdpa", "eager"])]
+    pub attention: String,
+    /// The inference engine: `hf` (transformers' generate), `vllm` or `sglang`; they lay
+    /// out memory differently.
+    #[arg(long, value_name = "ENGINE", default_value = "hf", value_parser = ["hf", "vllm", "sglang"])]
+    pub engine: String,
     /// GPUs to use; without it, the fewest of each GPU that hold the model.
     #[arg(long, value_name = "N")]
     pub gpus: Option<u32>,
+    /// Tensor-parallel size (it must divide the attention heads).
+    #[arg(long, value_name = "N")]
+    pub tp: Option<u32>,
+    /// Pipeline stages (the layers split into N).
+    #[arg(long, value_name = "N")]
+    pub pp: Option<u32>,
     /// Data-parallel sharding of the model states across the GPUs.
     #[arg(long, value_name = "SHARD", default_value = "none",
           value_parser = ["none", "zero1", "zero2", "zero3", "fsdp"])]
@@ -87,6 +105,14 @@ pub struct PlanArgs {
     #[arg(long)]
     pub json: bool,
 }
+
+/// The longest sequence `--seq-len` takes: 2^27 tokens, past the 10M-token contexts of
+/// the longest models.
+const MAX_SEQ_LEN: u32 = 1 << 27;
+/// The largest micro-batch `--batch` takes.
+const MAX_BATCH: u32 = 1 << 20;
+/// The largest LoRA rank `--lora-rank` takes.
+const MAX_LORA_RANK: u32 = 1 << 16;
 
 /// An offers file: a price list is small.
 const OFFERS_LIMIT: u64 = 4 << 20;
@@ -166,14 +192,42 @@ fn settings(a: &PlanArgs) -> Result<Settings, CliError> {
         "fsdp" => Shard::Fsdp,
         _ => Shard::None,
     };
-    for (flag, v) in [
-        ("--seq-len", a.seq_len),
-        ("--batch", a.batch),
-        ("--lora-rank", a.lora_rank),
+    // Bounds that keep every product of the estimate far inside its integers: no model
+    // has run past them, so a larger number is a typo.
+    for (flag, v, max) in [
+        ("--seq-len", a.seq_len, MAX_SEQ_LEN),
+        ("--batch", a.batch, MAX_BATCH),
+        ("--lora-rank", a.lora_rank, MAX_LORA_RANK),
     ] {
-        if v == 0 {
-            return Err(usage(flag, "must be above 0"));
+        if v == 0 || v > max {
+            return Err(usage(flag, format!("`{v}`: expected a number from 1 to {max}")));
         }
+    }
+    for (flag, v) in [("--tp", a.tp), ("--pp", a.pp)] {
+        if let Some(n) = v {
+            if n == 0 || n > crate::model::MAX_GPU_COUNT {
+                return Err(usage(
+                    flag,
+                    format!("`{n}`: expected a number of GPUs from 1 to {}", crate::model::MAX_GPU_COUNT),
+                ));
+            }
+        }
+    }
+    let attention = match a.attention.as_str() {
+        "sdpa" => crate::plan::Attention::Sdpa,
+        "eager" => crate::plan::Attention::Eager,
+        _ => crate::plan::Attention::Flash,
+    };
+    let engine = match a.engine.as_str() {
+        "vllm" => crate::plan::Engine::Vllm,
+        "sglang" => crate::plan::Engine::Sglang,
+        _ => crate::plan::Engine::Hf,
+    };
+    if engine != crate::plan::Engine::Hf && method != Method::Inference {
+        return Err(usage(
+            "--engine",
+            format!("`{}` serves models: it goes with --method inference", a.engine),
+        ));
     }
     if let Some(n) = a.gpus {
         if n == 0 || n > crate::model::MAX_GPU_COUNT {
@@ -192,12 +246,14 @@ fn settings(a: &PlanArgs) -> Result<Settings, CliError> {
         optimizer,
         seq_len: a.seq_len,
         batch: a.batch,
-        checkpointing: a.checkpointing,
+        checkpointing: method != Method::Inference && !a.no_checkpointing,
         gpus: a.gpus.unwrap_or(1),
         shard,
+        tp: 1,
+        pp: 1,
         lora_rank: a.lora_rank,
-        attention: crate::plan::Attention::Flash,
-        engine: crate::plan::Engine::Hf,
+        attention,
+        engine,
     })
 }
 
@@ -265,6 +321,8 @@ pub fn run(
         .transpose()?;
     let opts = crate::plan::run::Options {
         gpus: a.gpus,
+        tp: a.tp,
+        pp: a.pp,
         only,
         tokens,
         mfu: mfu(&a.mfu)?,

@@ -23,6 +23,10 @@ pub struct Options {
     pub only: Vec<Gpu>,
     /// Tokens to process (`--tokens`), for the time.
     pub tokens: Option<u64>,
+    /// Tensor-parallel size (`--tp`), when given.
+    pub tp: Option<u32>,
+    /// Pipeline stages (`--pp`), when given.
+    pub pp: Option<u32>,
     /// Model FLOPs utilization.
     pub mfu: f64,
     /// Price of one GPU for an hour (`--price`), for the cost.
@@ -107,6 +111,8 @@ fn checkpoint_bytes(model: &ModelShape, s: &Settings) -> u64 {
     let mut whole = s.clone();
     whole.gpus = 1;
     whole.shard = Shard::None;
+    whole.tp = 1;
+    whole.pp = 1;
     let e = super::estimate::estimate(model, &whole);
     match s.method {
         Method::Inference => e.per_gpu.weights,
@@ -116,7 +122,12 @@ fn checkpoint_bytes(model: &ModelShape, s: &Settings) -> u64 {
 
 /// Makes the plan.
 pub fn plan(db: &Db, model: ModelShape, mut settings: Settings, o: &Options) -> Plan {
-    if let Some(n) = o.gpus {
+    // The estimate shown is at the count asked (one GPU without --gpus), split as the
+    // fit splits that count, so the figure printed is the one the fit uses.
+    let n = o.gpus.unwrap_or(1);
+    if let Ok(l) = fit::layout(&model, &settings, n, o.tp, o.pp) {
+        settings = fit::settings_at(&settings, n, &l);
+    } else {
         settings.gpus = n;
     }
     let estimate = super::estimate::estimate(&model, &settings);
@@ -126,15 +137,18 @@ pub fn plan(db: &Db, model: ModelShape, mut settings: Settings, o: &Options) -> 
     } else {
         o.only.iter().collect()
     };
+    let ask = ask(o);
     let mut fits: Vec<Fit> = gpus
         .iter()
-        .map(|g| fit::fit_gpu(g, &settings, o.gpus, &est, o.tokens, model.params, o.mfu))
+        .map(|g| fit::fit_gpu(g, &model, &settings, &ask, &est))
         .collect();
+    // Fitting first, the fewest GPUs first, then the most room left: the tightest fit
+    // (a fraction of a GiB to spare) is the last choice of its count, not the first.
     fits.sort_by(|a, b| {
-        (!a.fits, a.count, a.memory_bytes, a.gpu.as_str()).cmp(&(
+        (!a.fits, a.count, std::cmp::Reverse(a.headroom_bytes), a.gpu.as_str()).cmp(&(
             !b.fits,
             b.count,
-            b.memory_bytes,
+            std::cmp::Reverse(b.headroom_bytes),
             b.gpu.as_str(),
         ))
     });
@@ -162,26 +176,36 @@ pub fn plan(db: &Db, model: ModelShape, mut settings: Settings, o: &Options) -> 
     let mut assumptions = vec![
         Assumption {
             what: "GPU memory".into(),
-            value: "the record's memory in GiB (GPU memory is sold in binary sizes: 80 GB is 80 GiB); a GPU fits when \
-                    the estimate per GPU is at most that"
-                .into(),
-            source: "compat-db GPU records, from NVIDIA's datasheets".into(),
+            value: format!(
+                "the total nvidia-smi reports for the GPU (an H100 80GB: 79.65 GiB, not 80), recorded per GPU in \
+                 compat-db; where none is recorded, {}% of the size sold, said so; a GPU fits when the estimate per \
+                 GPU is at most that (or the engine's share of it)",
+                fit::UNRECORDED_USABLE_PERCENT
+            ),
+            source: "compat-db GPU records (usable_memory_mib), each from a captured nvidia-smi output".into(),
         },
         Assumption {
-            what: "more GPUs than one, nothing sharded".into(),
-            value: "the model states split over all of them (ZeRO-3/FSDP for training; for inference the weights and \
-                    cache split as tensor parallelism does); past 8 GPUs, whole nodes of 8"
+            what: "more GPUs than one".into(),
+            value: "training: data parallelism with the model states sharded (ZeRO-3/FSDP) unless --shard, --tp or \
+                    --pp say otherwise; inference: transformers splits the layers (device_map=\"auto\", stages run in \
+                    turn), vLLM and SGLang run the widest tensor parallelism that divides the attention heads within \
+                    a node and pipeline stages for the rest; past 8 GPUs, whole nodes of 8"
                 .into(),
-            source: "Rajbhandari et al. 2020, ZeRO, arXiv:1910.02054, §5; HGX/DGX boards hold 8 GPUs".into(),
+            source: format!(
+                "Rajbhandari et al. 2020, ZeRO, arXiv:1910.02054, §5; {}; HGX/DGX boards hold 8 GPUs",
+                fit::TP_SOURCE
+            ),
         },
         Assumption {
             what: "interconnect".into(),
-            value: "NVLink within a node when the model is split; RDMA between nodes".into(),
+            value: "NVLink within a node for tensor parallelism, where the GPU can have it; PCIe for pipeline and \
+                    data parallelism; RDMA between nodes"
+                .into(),
             source: fit::INTERCONNECT_SOURCE.into(),
         },
     ];
-    if o.tokens.is_some() {
-        assumptions.extend(fit::time_assumptions(o.mfu));
+    if o.tokens.is_some() || settings.method == Method::Inference {
+        assumptions.extend(fit::time_assumptions(o.mfu, settings.method, settings.engine));
     }
     let mut ranked: Vec<RankedOffer> = o
         .offers
@@ -246,7 +270,16 @@ fn judge_offer(
     out.count = count;
     out.gpu = Some(gpu.name.clone());
     let est = |s: &Settings| super::estimate::estimate(model, s);
-    let f = fit::fit_gpu(gpu, settings, Some(count), &est, o.tokens, model.params, o.mfu);
+    let f = fit::fit_gpu(
+        gpu,
+        model,
+        settings,
+        &fit::Ask {
+            gpus: Some(count),
+            ..ask(o)
+        },
+        &est,
+    );
     out.fits = f.fits;
     out.headroom_bytes = Some(f.headroom_bytes);
     out.hours = f.hours;
@@ -330,6 +363,17 @@ fn judge_offer(
         _ => None,
     };
     out
+}
+
+/// What the fit is asked, from the options.
+fn ask(o: &Options) -> fit::Ask {
+    fit::Ask {
+        gpus: o.gpus,
+        tp: o.tp,
+        pp: o.pp,
+        tokens: o.tokens,
+        mfu: o.mfu,
+    }
 }
 
 /// The plan's pick: the best offer that fits, runs a stack and falls short in nothing, else

@@ -147,16 +147,28 @@ pub struct Settings {
     pub batch: u32,
     /// Activation recomputation (gradient checkpointing).
     pub checkpointing: bool,
-    /// GPUs the model states are sharded over (and data-parallel ranks).
+    /// GPUs in all: `tp x pp x` the data-parallel ranks.
     pub gpus: u32,
-    /// How model states are sharded over them.
+    /// How model states are sharded over the data-parallel ranks.
     pub shard: Shard,
+    /// Tensor-parallel size: each layer's weights, attention heads (and their KV cache)
+    /// and MLP split over this many GPUs.
+    #[serde(default = "one")]
+    pub tp: u32,
+    /// Pipeline-parallel size: the layers split into this many stages (Hugging Face's
+    /// `device_map="auto"` is this, run one stage after the other).
+    #[serde(default = "one")]
+    pub pp: u32,
     /// LoRA rank.
     pub lora_rank: u32,
     /// The attention kernel, for what it stores.
     pub attention: Attention,
     /// The inference engine, for how it lays out memory.
     pub engine: Engine,
+}
+
+fn one() -> u32 {
+    1
 }
 
 /// The attention kernel: what it keeps in memory for the backward pass.

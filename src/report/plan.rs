@@ -70,13 +70,30 @@ pub fn plan(
     let word = |v: &dyn std::fmt::Debug| format!("{v:?}").to_lowercase();
     writeln!(
         out,
-        "settings:   {}, {}, {}, seq-len {}, batch {}{}, {}, shard {}",
+        "settings:   {}, {}{}, seq-len {}, batch {}, attention {}{}, {}, shard {}",
         word(&s.method),
         word(&s.precision),
-        word(&s.optimizer),
+        if s.method == crate::plan::Method::Inference {
+            format!(", engine {}", word(&s.engine))
+        } else {
+            format!(
+                ", {}, {}",
+                word(&s.optimizer),
+                if s.checkpointing {
+                    "checkpointing"
+                } else {
+                    "no checkpointing"
+                }
+            )
+        },
         s.seq_len,
         s.batch,
-        if s.checkpointing { ", checkpointing" } else { "" },
+        word(&s.attention),
+        if s.tp > 1 || s.pp > 1 {
+            format!(", tensor parallel {} x pipeline {}", s.tp, s.pp)
+        } else {
+            String::new()
+        },
         if o.gpus.is_some() {
             format!("{} GPU(s)", s.gpus)
         } else {
@@ -132,6 +149,12 @@ pub fn plan(
             gib(f.memory_bytes),
             signed_gib(f.headroom_bytes)
         )?;
+        if f.count > 1 {
+            write!(out, ", {}", f.parallelism_text)?;
+        }
+        if let Some(t) = f.decode_tokens_per_s {
+            write!(out, ", {t:.0} tokens/s")?;
+        }
         if let Some(h) = f.hours {
             write!(out, ", {h:.1} h")?;
             if let Some(price) = o.price_per_gpu_hour {
