@@ -621,6 +621,30 @@ fn check_gpus(ck: &mut Checker<'_>, records: &[(usize, Gpu)], drivers: &[(usize,
                 );
             }
         }
+        if g.nvlink == Nvlink::None && g.nvlink_gbs.is_some() {
+            ck.report(
+                idx,
+                KeyPath::key("nvlink_gbs"),
+                ProblemKind::Inconsistent,
+                "an NVLink bandwidth on a GPU whose `nvlink` is `none`",
+            );
+        }
+        if g.nvlink_gbs == Some(0) {
+            ck.report(
+                idx,
+                KeyPath::key("nvlink_gbs"),
+                ProblemKind::BadValue,
+                "`nvlink_gbs` must be a positive number of GB/s (leave it out where unknown)",
+            );
+        }
+        if is_sxm(g.form_factor) && g.nvlink == Nvlink::None {
+            ck.report(
+                idx,
+                KeyPath::key("nvlink"),
+                ProblemKind::Inconsistent,
+                "an SXM module without NVLink: SXM baseboards join their GPUs by NVLink",
+            );
+        }
         if g.forward_compat && g.segment == Segment::Consumer {
             ck.report(
                 idx,
@@ -677,6 +701,20 @@ fn check_gpus(ck: &mut Checker<'_>, records: &[(usize, Gpu)], drivers: &[(usize,
             }
         }
     }
+}
+
+/// SXM modules of any generation (a superchip is not one: its form says nothing of
+/// GPU-to-GPU links).
+fn is_sxm(f: FormFactor) -> bool {
+    matches!(
+        f,
+        FormFactor::Sxm
+            | FormFactor::Sxm2
+            | FormFactor::Sxm3
+            | FormFactor::Sxm4
+            | FormFactor::Sxm5
+            | FormFactor::Sxm6
+    )
 }
 
 /// Every name and alias must find its own record when looked up as users look names up

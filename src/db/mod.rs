@@ -724,7 +724,7 @@ mod tests {
             path: "gpu/h100-sxm.toml".into(),
             text: Some(Cow::Owned(format!(
                 "name = \"H100 SXM\"\narchitecture = \"hopper\"\ncompute_capability = \"9.0\"\nmemory_gib = 80\n\
-                 form_factor = \"sxm5\"\nsegment = \"datacenter\"\nforward_compat = true\n{v}\n\
+                 form_factor = \"sxm5\"\nnvlink = \"board\"\nsegment = \"datacenter\"\nforward_compat = true\n{v}\n\
                  checked = \"2026-12-01\"\n[[sources]]\nurl = \"https://www.nvidia.com/en-us/data-center/h100/\"\n"
             ))),
         };
@@ -744,6 +744,61 @@ mod tests {
                 "{bad}: {problems:?}"
             );
         }
+    }
+
+    /// `nvlink` is required; `none` takes no bandwidth, and an SXM module is never `none`.
+    #[test]
+    fn gpu_nvlink_is_required_and_consistent() {
+        let gpu = |form: &str, v: &str| SourceFile {
+            path: "gpu/h100-sxm.toml".into(),
+            text: Some(Cow::Owned(format!(
+                "name = \"H100 SXM\"\narchitecture = \"hopper\"\ncompute_capability = \"9.0\"\nmemory_gib = 80\n\
+                 form_factor = \"{form}\"\n{v}\nsegment = \"datacenter\"\nforward_compat = true\n\
+                 checked = \"2026-12-01\"\n[[sources]]\nurl = \"https://www.nvidia.com/en-us/data-center/h100/\"\n"
+            ))),
+        };
+        let db = Db::load(&[gpu("sxm5", "nvlink = \"board\"\nnvlink_gbs = 900")]).expect("loads");
+        assert_eq!(db.gpus[0].nvlink, Nvlink::Board);
+        assert_eq!(db.gpus[0].nvlink_gbs, Some(900));
+        assert!(Db::load(&[gpu("pcie", "nvlink = \"bridge\"")]).is_ok());
+        assert!(Db::load(&[gpu("pcie", "nvlink = \"none\"")]).is_ok());
+        for (form, bad, key, kind) in [
+            ("pcie", "", "nvlink", ProblemKind::MissingKey),
+            ("pcie", "nvlink = \"nvswitch\"", "nvlink", ProblemKind::BadValue),
+            (
+                "pcie",
+                "nvlink = \"none\"\nnvlink_gbs = 600",
+                "nvlink_gbs",
+                ProblemKind::Inconsistent,
+            ),
+            ("sxm5", "nvlink = \"none\"", "nvlink", ProblemKind::Inconsistent),
+            ("sxm", "nvlink = \"none\"", "nvlink", ProblemKind::Inconsistent),
+            (
+                "sxm5",
+                "nvlink = \"board\"\nnvlink_gbs = 0",
+                "nvlink_gbs",
+                ProblemKind::BadValue,
+            ),
+        ] {
+            let problems = lint(&[gpu(form, bad)]);
+            assert!(
+                problems
+                    .iter()
+                    .any(|p| p.key.to_string() == key && p.kind == kind),
+                "{form} {bad}: {problems:?}"
+            );
+        }
+        // Every record of the shipped database says it, consistently.
+        let db = Db::embedded().expect("loads");
+        for g in &db.gpus {
+            if g.nvlink == Nvlink::None {
+                assert_eq!(g.nvlink_gbs, None, "{}", g.id);
+            }
+        }
+        let get = |id: &str| db.gpus.iter().find(|g| g.id == id).expect(id);
+        assert_eq!(get("h100-sxm").nvlink, Nvlink::Board);
+        assert_eq!(get("a100-80gb-pcie").nvlink, Nvlink::Bridge);
+        assert_eq!(get("rtx-4090").nvlink, Nvlink::None);
     }
 
     mod erased {

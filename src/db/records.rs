@@ -263,6 +263,21 @@ pub enum FormFactor {
     Superchip,
 }
 
+/// What NVLink a GPU can have to the other GPUs of its node: it decides whether
+/// tensor-parallel traffic among more than two GPUs of a server crosses NVLink or PCIe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Nvlink {
+    /// No GPU-to-GPU NVLink at all: every peer transfer crosses PCIe (RTX 4090, L40S, L4).
+    None,
+    /// A PCIe card that takes an NVLink bridge joining two (at most four) cards, never
+    /// every GPU of an 8-GPU server (A100 PCIe, RTX 3090, H100 NVL).
+    Bridge,
+    /// Modules on a baseboard (SXM, superchip) whose NVLink or NVSwitch joins every GPU of
+    /// the node (HGX H100, V100 SXM2, GB200).
+    Board,
+}
+
 /// A GPU model people rent.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Gpu {
@@ -291,6 +306,12 @@ pub struct Gpu {
     /// NVLink generation and bandwidth, or "PCIe only".
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interconnect: Option<String>,
+    /// What NVLink the GPU can have to its peers (required).
+    pub nvlink: Nvlink,
+    /// Total NVLink bandwidth per GPU in GB/s as the datasheet prints it (both directions
+    /// of all its links), where it has one; never with `nvlink = "none"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nvlink_gbs: Option<u32>,
     /// Data center, workstation or consumer.
     pub segment: Segment,
     /// Eligible for CUDA forward compatibility (`cuda-compat`).

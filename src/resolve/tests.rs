@@ -5,7 +5,7 @@
 use proptest::prelude::*;
 
 use super::*;
-use crate::db::{BranchType, FormFactor, Segment, Source, TorchVariant};
+use crate::db::{BranchType, FormFactor, Nvlink, Segment, Source, TorchVariant};
 use crate::model::{Architecture, ComputeCapability, CudaVersion, Manylinux, PythonTag, Variant};
 use crate::resolve::Code;
 
@@ -67,6 +67,8 @@ fn gpu(name: &str, cc: &str, segment: Segment) -> Gpu {
         bandwidth_gbs: None,
         form_factor: FormFactor::Pcie,
         interconnect: None,
+        nvlink: Nvlink::None,
+        nvlink_gbs: None,
         segment,
         forward_compat: segment == Segment::Datacenter,
         tdp_w: None,
