@@ -57,6 +57,10 @@ pub struct PlanArgs {
     /// out memory differently.
     #[arg(long, value_name = "ENGINE", default_value = "hf", value_parser = ["hf", "vllm", "sglang"])]
     pub engine: String,
+    /// The training framework: `hf` (transformers' Trainer, TRL, LLaMA-Factory),
+    /// `torchtune` (chunked loss) or `unsloth` (fused loss, checkpoints offloaded to RAM).
+    #[arg(long, value_name = "TRAINER", default_value = "hf", value_parser = ["hf", "torchtune", "unsloth"])]
+    pub trainer: String,
     /// GPUs to use; without it, the fewest of each GPU that hold the model.
     #[arg(long, value_name = "N")]
     pub gpus: Option<u32>,
@@ -223,6 +227,17 @@ fn settings(a: &PlanArgs) -> Result<Settings, CliError> {
         "sglang" => crate::plan::Engine::Sglang,
         _ => crate::plan::Engine::Hf,
     };
+    let trainer = match a.trainer.as_str() {
+        "torchtune" => crate::plan::Trainer::Torchtune,
+        "unsloth" => crate::plan::Trainer::Unsloth,
+        _ => crate::plan::Trainer::Hf,
+    };
+    if trainer != crate::plan::Trainer::Hf && method == Method::Inference {
+        return Err(usage(
+            "--trainer",
+            format!("`{}` trains models: it goes with --method full, lora or qlora", a.trainer),
+        ));
+    }
     if engine != crate::plan::Engine::Hf && method != Method::Inference {
         return Err(usage(
             "--engine",
@@ -254,6 +269,7 @@ fn settings(a: &PlanArgs) -> Result<Settings, CliError> {
         lora_rank: a.lora_rank,
         attention,
         engine,
+        trainer,
     })
 }
 

@@ -15,7 +15,7 @@
 
 use super::types::{
     Assumption, Attention, Engine, Estimate, MemoryTerms, Method, ModelShape, Optimizer, Precision,
-    Settings, Shard,
+    Settings, Shard, Trainer,
 };
 
 const ZERO_PAPER: &str = "Rajbhandari et al. 2020, ZeRO (arXiv:1910.02054) §3.1";
@@ -202,21 +202,31 @@ pub fn estimate(model: &ModelShape, s: &Settings) -> Estimate {
             }
             .min(params);
             let quantized = params - unquantized;
+            // PEFT's prepare_model_for_kbit_training, which the transformers recipes call,
+            // upcasts every parameter left in 16 bits to fp32.
+            let unquantized_bytes: u128 = if s.trainer == Trainer::Hf { 4 } else { 2 };
             notes.add(
                 "weights, QLoRA",
                 format!(
                     "the frozen linear layers in 4-bit NF4 with double quantization, \
                      {}/{} bits per parameter; embeddings and lm_head ({unquantized} \
-                     parameters) in 16 bits; the adapters at {adapter_bytes} bytes (fp32)",
-                    NF4_DQ_BITS.0, NF4_DQ_BITS.1
+                     parameters) at {unquantized_bytes} bytes{}; the adapters at {adapter_bytes} bytes (fp32)",
+                    NF4_DQ_BITS.0,
+                    NF4_DQ_BITS.1,
+                    if s.trainer == Trainer::Hf {
+                        " (fp32: prepare_model_for_kbit_training)"
+                    } else {
+                        ""
+                    }
                 ),
                 format!(
                     "{QLORA_PAPER}; transformers' bitsandbytes integration keeps the output \
-                     embedding unquantized (get_keys_to_not_convert)"
+                     embedding unquantized (get_keys_to_not_convert); PEFT prepare_model_for_kbit_training casts \
+                     the fp16/bf16 parameters that are not Params4bit to fp32"
                 ),
             );
             div_ceil(quantized * NF4_DQ_BITS.0, NF4_DQ_BITS.1 * 8)
-                + unquantized * 2
+                + unquantized * unquantized_bytes
                 + adapters * adapter_bytes
         }
     };
@@ -493,19 +503,41 @@ fn training_activations(d: &Dims, s: &Settings, tp: u128, seq: u128, batch: u128
         ),
         kernel.1,
     );
-    // The loss: 16-bit logits from lm_head, the fp32 log-softmax the cross-entropy keeps,
-    // and its fp32 gradient in the backward pass.
+    // The loss, bytes a token a vocabulary entry: transformers holds the 16-bit logits,
+    // their fp32 upcast, the shifted fp32 copy, the log-softmax the cross-entropy keeps and
+    // its fp32 gradient; torchtune keeps the 16-bit logits and upcasts one of 8 chunks at a
+    // time; Unsloth's fused loss never holds them.
     let logits = match d.vocab {
         Some(v) => {
-            notes.add(
-                "logits",
-                "10 x s x b x vocab bytes: the 16-bit logits, the fp32 log-softmax the cross-entropy keeps \
-                 and its fp32 gradient"
-                    .to_string(),
-                "transformers' ForCausalLMLoss upcasts the logits to fp32 before cross_entropy; \
-                 torch.nn.functional.log_softmax keeps its output for the backward pass",
-            );
-            div_ceil(10 * tokens * v, tp)
+            let (num, den, value, source) = match s.trainer {
+                Trainer::Hf => (
+                    18,
+                    1,
+                    "18 x s x b x vocab bytes: the 16-bit logits, their fp32 upcast, the shifted fp32 copy, the \
+                     fp32 log-softmax the cross-entropy keeps and its fp32 gradient",
+                    "transformers LlamaForCausalLM.forward / ForCausalLMLoss: logits.float(), \
+                     shift_logits = logits[..., :-1, :].contiguous(), then cross_entropy; \
+                     torch.nn.functional.log_softmax keeps its output for the backward pass",
+                ),
+                Trainer::Torchtune => (
+                    28,
+                    8,
+                    "3.5 x s x b x vocab bytes: the 16-bit logits (2) and, one of 8 chunks at a time, their fp32 \
+                     upcast, log-softmax and gradient (12 / 8)",
+                    "torchtune torchtune/modules/loss/ce_chunked_output_loss.py: CEWithChunkedOutputLoss, \
+                     num_output_chunks = 8, upcasts each chunk to fp32",
+                ),
+                Trainer::Unsloth => (
+                    0,
+                    1,
+                    "none kept: the fused cross-entropy computes the loss and its gradient chunk by chunk \
+                     without holding the logits",
+                    "Unsloth README and blog 'Long context' (2024): fused chunked cross-entropy; \
+                     unslothai/unsloth kernels/cross_entropy_loss.py",
+                ),
+            };
+            notes.add("logits", value.to_string(), source);
+            div_ceil(num * tokens * v, den * tp)
         }
         None => {
             notes.add(
@@ -516,6 +548,22 @@ fn training_activations(d: &Dims, s: &Settings, tp: u128, seq: u128, batch: u128
             0
         }
     };
+    if s.checkpointing && s.trainer == Trainer::Unsloth {
+        notes.add(
+            "activations (an estimate)",
+            format!(
+                "Unsloth's gradient checkpointing: each layer's 16-bit input offloaded to CPU memory ({} bytes \
+                 of RAM), two in flight on the GPU, plus one layer recomputed in the backward pass at \
+                 {per_token_text}",
+                d.layers * 2 * tokens * d.hidden
+            ),
+            format!(
+                "Unsloth, use_gradient_checkpointing=\"unsloth\": offloads the checkpointed activations to system \
+                 RAM asynchronously (Unsloth blog, 'Long context' 2024); {AUTOGRAD_LAYER}"
+            ),
+        );
+        return 2 * 2 * tokens * d.hidden + layer.max(logits);
+    }
     if s.checkpointing {
         notes.add(
             "activations (an estimate)",
@@ -822,7 +870,6 @@ mod tests {
     use super::*;
     use crate::plan::model::from_hf_config;
     use crate::plan::reference;
-    use crate::plan::types::{Attention, Engine};
 
     fn settings(method: Method, precision: Precision, optimizer: Optimizer) -> Settings {
         Settings {
@@ -839,6 +886,7 @@ mod tests {
             lora_rank: 16,
             attention: Attention::Flash,
             engine: Engine::Hf,
+            trainer: Trainer::Hf,
         }
     }
 
@@ -953,8 +1001,10 @@ mod tests {
         s.checkpointing = true;
         let e = estimate(&model, &s);
         assert!(e.per_gpu.total < 48_000_000_000, "{:?}", e.per_gpu);
-        // The frozen base dominates: about 4.127 bits per parameter, 33-36 GB.
-        assert!(e.per_gpu.weights > 33_000_000_000 && e.per_gpu.weights < 36_000_000_000);
+        // The frozen base dominates: about 4.127 bits per linear parameter (33.4 GB), the
+        // embeddings and lm_head in fp32 as PEFT's prepare_model_for_kbit_training leaves
+        // them (2.1 GB), and the adapters: 35-38 GB.
+        assert!(e.per_gpu.weights > 35_000_000_000 && e.per_gpu.weights < 38_000_000_000);
         s.optimizer = Optimizer::Adamw;
         let e = estimate(&model, &s);
         assert!(e.per_gpu.total < 48_000_000_000, "{:?}", e.per_gpu);
@@ -1103,7 +1153,7 @@ mod tests {
         for seq in [2048u64, 8192] {
             s.seq_len = seq as u32;
             let flash = estimate(&model, &s).per_gpu.activations;
-            assert_eq!(flash, l * seq * per_token + 10 * seq * v, "seq {seq}");
+            assert_eq!(flash, l * seq * per_token + 18 * seq * v, "seq {seq}");
             s.attention = Attention::Sdpa;
             assert_eq!(estimate(&model, &s).per_gpu.activations, flash);
             s.attention = Attention::Eager;
@@ -1117,7 +1167,7 @@ mod tests {
         let seq = 2048u64;
         assert_eq!(
             estimate(&model, &s).per_gpu.activations,
-            l * 2 * seq * h + (seq * per_token).max(10 * seq * v)
+            l * 2 * seq * h + (seq * per_token).max(18 * seq * v)
         );
     }
 
@@ -1182,6 +1232,36 @@ mod tests {
         );
         let shaped = estimate(&fixture("llama-2-7b-hf.config.json"), &s);
         assert!(!shaped.assumptions.iter().any(|a| a.what == "shape (guessed)"));
+    }
+
+    /// The trainers differ in the loss and in where checkpoints live: torchtune keeps the
+    /// 16-bit logits and upcasts an eighth at a time (3.5 bytes a vocabulary entry against
+    /// transformers' 18); Unsloth holds no logits and keeps two layer inputs on the GPU.
+    #[test]
+    fn trainers_hold_the_loss_and_checkpoints_their_way() {
+        let model = fixture("llama-2-7b-hf.config.json");
+        let mut s = settings(Method::Lora, Precision::Bf16, Optimizer::Adamw);
+        s.checkpointing = true;
+        s.seq_len = 8192;
+        let (seq, h, v, l) = (8192u64, 4096u64, 32000u64, 32u64);
+        let hf = estimate(&model, &s).per_gpu.activations;
+        assert_eq!(hf, l * 2 * seq * h + 18 * seq * v);
+        s.trainer = Trainer::Torchtune;
+        let tt = estimate(&model, &s).per_gpu.activations;
+        let layer = seq * (12 * h + 4 * 32 * 128 + 2 * 2 * 32 * 128 + 4 * 32 + 8 * 11008);
+        assert_eq!(tt, l * 2 * seq * h + layer.max((28 * seq * v).div_ceil(8)));
+        s.trainer = Trainer::Unsloth;
+        let e = estimate(&model, &s);
+        assert_eq!(e.per_gpu.activations, 2 * 2 * seq * h + layer);
+        let a = e.assumptions.iter().find(|a| a.what.starts_with("activations")).unwrap();
+        assert!(a.value.contains("offloaded to CPU memory"), "{a:?}");
+        // QLoRA under transformers: prepare_model_for_kbit_training keeps the 16-bit
+        // embeddings and lm_head in fp32; torchtune keeps them in bf16.
+        s.method = Method::Qlora;
+        s.trainer = Trainer::Hf;
+        let hf = estimate(&model, &s).per_gpu.weights;
+        s.trainer = Trainer::Torchtune;
+        assert_eq!(hf - estimate(&model, &s).per_gpu.weights, 2 * 2 * 32000 * 4096);
     }
 
     /// The engines' shares of the card, as their code sets them.

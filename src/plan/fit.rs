@@ -621,6 +621,7 @@ mod tests {
             lora_rank: 16,
             attention: Attention::Flash,
             engine: Engine::Hf,
+            trainer: crate::plan::Trainer::Hf,
         }
     }
 
@@ -711,6 +712,7 @@ mod tests {
         let mut s = settings();
         s.method = Method::Inference;
         s.engine = Engine::Vllm;
+        let s = s;
         let m = shape(64, 8);
         let l = |n| layout(&m, &s, n, None, None).unwrap();
         assert_eq!((l(2).tp, l(2).pp), (2, 1));
@@ -724,8 +726,10 @@ mod tests {
         assert!(valid_tp(&q7, 4) && !valid_tp(&q7, 8) && !valid_tp(&q7, 3));
         assert!(layout(&q7, &s, 8, Some(8), None).is_err());
         // transformers splits layers, whatever the count.
-        s.engine = Engine::Hf;
-        assert_eq!((l(3).tp, l(3).pp), (1, 3));
+        let mut hf = s.clone();
+        hf.engine = Engine::Hf;
+        let l = |n| layout(&m, &hf, n, None, None).unwrap();
+        assert_eq!((l(8).tp, l(8).pp), (1, 8));
         // Training shards data parallelism unless told otherwise.
         let t = settings();
         let l = layout(&m, &t, 8, None, None).unwrap();

@@ -165,6 +165,23 @@ pub struct Settings {
     pub attention: Attention,
     /// The inference engine, for how it lays out memory.
     pub engine: Engine,
+    /// The training framework, for its loss and where it keeps checkpoints.
+    pub trainer: Trainer,
+}
+
+/// The training framework: they differ in how the loss holds the logits and where the
+/// checkpointed activations live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Trainer {
+    /// Hugging Face transformers' Trainer (and TRL, LLaMA-Factory on it): the loss
+    /// upcasts the whole logits to fp32.
+    Hf,
+    /// torchtune: the loss runs over the logits in 8 chunks (CEWithChunkedOutputLoss).
+    Torchtune,
+    /// Unsloth: a fused cross-entropy that never holds the logits, and checkpointed
+    /// activations offloaded to CPU memory.
+    Unsloth,
 }
 
 fn one() -> u32 {

@@ -77,8 +77,9 @@ pub fn plan(
             format!(", engine {}", word(&s.engine))
         } else {
             format!(
-                ", {}, {}",
+                ", {}, trainer {}, {}",
                 word(&s.optimizer),
+                word(&s.trainer),
                 if s.checkpointing {
                     "checkpointing"
                 } else {

@@ -37,7 +37,9 @@ fn zero3_over_64_gpus_through_the_command() {
     let m = &doc["memory"]["per_gpu"];
     let states =
         m["weights"].as_u64().unwrap() + m["gradients"].as_u64().unwrap() + m["optimizer"].as_u64().unwrap();
-    assert_eq!(states, 1_875_000_000);
+    // Plus the layer ZeRO-3 gathers, 4 bytes a parameter of it (DeepSpeed's estimator):
+    // the 7.5B count alone is guessed as 34 blocks of hidden 4352, 16 x 4352^2 each.
+    assert_eq!(states, 1_875_000_000 + 4 * 16 * 4352 * 4352);
     let total: u64 = [
         "weights",
         "gradients",
