@@ -621,6 +621,24 @@ fn check_gpus(ck: &mut Checker<'_>, records: &[(usize, Gpu)], drivers: &[(usize,
                 );
             }
         }
+        if let Some(mib) = g.usable_memory_mib {
+            // What the driver reports is the memory as sold (GeForce boards often report
+            // exactly that) or a little less, never more; under 85% it is another variant's
+            // figure or a MIG slice's, not this GPU's.
+            let sold = g.memory_gib * 1024.0;
+            let mib = f64::from(mib);
+            if !(mib <= sold && mib > sold * 0.85) {
+                ck.report(
+                    idx,
+                    KeyPath::key("usable_memory_mib"),
+                    ProblemKind::Inconsistent,
+                    format!(
+                        "{mib} MiB reported is not between 85% and 100% of the {} GiB sold",
+                        g.memory_gib
+                    ),
+                );
+            }
+        }
         if g.nvlink == Nvlink::None && g.nvlink_gbs.is_some() {
             ck.report(
                 idx,

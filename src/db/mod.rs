@@ -801,6 +801,45 @@ mod tests {
         assert_eq!(get("rtx-4090").nvlink, Nvlink::None);
     }
 
+    /// `usable_memory_mib` lies between 85% and 100% of the memory sold, and reads as bytes.
+    #[test]
+    fn gpu_usable_memory_is_within_the_memory_sold() {
+        let gpu = |v: &str| SourceFile {
+            path: "gpu/h100-sxm.toml".into(),
+            text: Some(Cow::Owned(format!(
+                "name = \"H100 SXM\"\narchitecture = \"hopper\"\ncompute_capability = \"9.0\"\nmemory_gib = 80\n\
+                 {v}\nform_factor = \"sxm5\"\nnvlink = \"board\"\nsegment = \"datacenter\"\nforward_compat = true\n\
+                 checked = \"2026-12-01\"\n[[sources]]\nurl = \"https://www.nvidia.com/en-us/data-center/h100/\"\n"
+            ))),
+        };
+        let db = Db::load(&[gpu("usable_memory_mib = 81559")]).expect("loads");
+        assert_eq!(db.gpus[0].usable_bytes(), Some(81559 * 1024 * 1024));
+        // A GeForce-style report of exactly the memory sold is accepted.
+        assert!(Db::load(&[gpu("usable_memory_mib = 81920")]).is_ok());
+        let db = Db::load(&[gpu("")]).expect("loads");
+        assert_eq!(db.gpus[0].usable_bytes(), None);
+        for bad in [
+            "usable_memory_mib = 81921",
+            "usable_memory_mib = 69632",
+            "usable_memory_mib = 40448",
+        ] {
+            let problems = lint(&[gpu(bad)]);
+            assert!(
+                problems
+                    .iter()
+                    .any(|p| p.key.to_string() == "usable_memory_mib" && p.kind == ProblemKind::Inconsistent),
+                "{bad}: {problems:?}"
+            );
+        }
+        let shipped = Db::embedded().expect("loads");
+        let h100 = shipped
+            .gpus
+            .iter()
+            .find(|g| g.id == "h100-sxm")
+            .expect("h100-sxm");
+        assert_eq!(h100.usable_memory_mib, Some(81559));
+    }
+
     mod erased {
         pub trait Ser {
             fn json(&self) -> String;

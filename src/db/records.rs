@@ -295,6 +295,14 @@ pub struct Gpu {
     pub compute_capability: ComputeCapability,
     /// Memory per GPU as sold, in GiB (80 for an "80GB" H100).
     pub memory_gib: f64,
+    /// The memory total `nvidia-smi` reports for the GPU, in MiB (`memory.total`, or
+    /// `FB Memory Usage: Total` of `nvidia-smi -q`): 81559 for an H100 80GB HBM3, not
+    /// 81920. Taken only from captured outputs, each cited; absent where none was found.
+    /// Drivers differ by a few hundred MiB (an A100 80GB read 81252 under R450 and 81920
+    /// later), and the figure still includes what the driver reserves for itself
+    /// (`nvidia-smi -q` prints that part as `Reserved`), so CUDA can allocate a little less.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usable_memory_mib: Option<u32>,
     /// HBM3, GDDR6X...
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_type: Option<String>,
@@ -346,6 +354,14 @@ pub struct Gpu {
     /// Where the facts come from (required; the checker reports an empty list).
     #[serde(default)]
     pub sources: Vec<Source>,
+}
+
+impl Gpu {
+    /// The memory `nvidia-smi` reports as the GPU's total, in bytes, where a capture gave
+    /// it (`usable_memory_mib`); `None` leaves the caller to estimate from `memory_gib`.
+    pub fn usable_bytes(&self) -> Option<u64> {
+        self.usable_memory_mib.map(|mib| u64::from(mib) * 1024 * 1024)
+    }
 }
 
 /// A PyTorch release and the builds published for it.

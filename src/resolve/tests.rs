@@ -63,6 +63,7 @@ fn gpu(name: &str, cc: &str, segment: Segment) -> Gpu {
         architecture: cc.architecture().unwrap(),
         compute_capability: cc,
         memory_gib: 80.0,
+        usable_memory_mib: None,
         memory_type: None,
         bandwidth_gbs: None,
         form_factor: FormFactor::Pcie,
