@@ -475,9 +475,9 @@ impl Dims {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::types::{Attention, Engine};
     use crate::plan::model::from_hf_config;
     use crate::plan::reference;
+    use crate::plan::types::{Attention, Engine};
 
     fn settings(method: Method, precision: Precision, optimizer: Optimizer) -> Settings {
         Settings {
