@@ -149,22 +149,16 @@ fn model(db: &Db, a: &PlanArgs) -> Result<ModelShape, CliError> {
         return crate::plan::from_hf_config(&text, &files::shown(path)).map_err(|e| usage("--model", e));
     }
     let rec = db.model(m).map_err(CliError::Lookup)?;
-    Ok(ModelShape {
-        params: rec.params,
-        active_params: rec.active_params.unwrap_or(rec.params),
-        layers: Some(rec.layers),
-        hidden: u32::try_from(rec.hidden).ok(),
-        heads: Some(rec.heads),
-        kv_heads: Some(rec.kv_heads),
-        head_dim: rec.head_dim.and_then(|h| u32::try_from(h).ok()),
-        vocab: u32::try_from(rec.vocab).ok(),
-        intermediate: u32::try_from(rec.intermediate).ok(),
-        experts: rec.experts,
-        experts_per_token: rec.experts_per_token,
-        tied_embeddings: Some(rec.tied_embeddings),
-        source: format!("compat-db model/{}", rec.id),
-        ..ModelShape::default()
-    })
+    // The linter holds every record's config to its count, so this fails only for a
+    // database that was not linted; say which record, rather than plan from half a shape.
+    let counted = rec
+        .count()
+        .map_err(|e| CliError::Usage(format!("--model: compat-db model/{}: {e}", rec.id)))?;
+    let mut shape = crate::plan::model::shape_of(&counted, &format!("compat-db model/{}", rec.id));
+    // The record's own count is the one its sources were checked against.
+    shape.params = rec.params;
+    shape.active_params = rec.active_params.unwrap_or(rec.params);
+    Ok(shape)
 }
 
 fn settings(a: &PlanArgs) -> Result<Settings, CliError> {

@@ -1422,132 +1422,111 @@ fn check_model_shape(ck: &mut Checker<'_>, idx: usize, m: &Model) {
         );
         return;
     }
-    let sizes = [
-        ("params", m.params),
-        ("layers", u64::from(m.layers)),
-        ("hidden", m.hidden),
-        ("heads", u64::from(m.heads)),
-        ("kv_heads", u64::from(m.kv_heads)),
-        ("intermediate", m.intermediate),
-        ("vocab", m.vocab),
-    ];
-    let optional = [
-        ("head_dim", m.head_dim),
+    for (key, v) in [
+        ("params", Some(m.params)),
         ("active_params", m.active_params),
-        ("experts", m.experts.map(u64::from)),
-        ("experts_per_token", m.experts_per_token.map(u64::from)),
         ("max_position", m.max_position),
-    ];
-    let mut whole = true;
-    for (key, v) in sizes
-        .into_iter()
-        .chain(optional.into_iter().filter_map(|(k, v)| v.map(|v| (k, v))))
-    {
-        if v == 0 {
-            whole = false;
+    ] {
+        if v == Some(0) {
             ck.report(
                 idx,
                 KeyPath::key(key),
                 ProblemKind::BadValue,
                 format!("`{key}` must be at least 1"),
             );
-        }
-    }
-    if !whole {
-        return;
-    }
-    if m.heads % m.kv_heads != 0 {
-        ck.report(
-            idx,
-            KeyPath::key("kv_heads"),
-            ProblemKind::Inconsistent,
-            format!(
-                "{} attention heads do not group evenly over {} key/value heads",
-                m.heads, m.kv_heads
-            ),
-        );
-    }
-    if m.head_dim.is_none() && m.hidden % u64::from(m.heads) != 0 {
-        ck.report(
-            idx,
-            KeyPath::key("head_dim"),
-            ProblemKind::MissingKey,
-            format!(
-                "hidden {} is not a multiple of {} heads: give `head_dim` as the config does",
-                m.hidden, m.heads
-            ),
-        );
-    }
-    // Of the types counted, `mixtral` alone is a mixture of experts.
-    let moe = m.model_type == "mixtral";
-    let mut mixture_ok = true;
-    for (key, has) in [
-        ("experts", m.experts.is_some()),
-        ("experts_per_token", m.experts_per_token.is_some()),
-        ("active_params", m.active_params.is_some()),
-    ] {
-        if has != moe {
-            mixture_ok = false;
-            let message = if moe {
-                format!(
-                    "a `{}` model is a mixture of experts: `{key}` is required",
-                    m.model_type
-                )
-            } else {
-                format!(
-                    "`{key}` is for a mixture of experts; a `{}` model is dense",
-                    m.model_type
-                )
-            };
-            ck.report(idx, KeyPath::key(key), ProblemKind::Inconsistent, message);
-        }
-    }
-    if !mixture_ok {
-        return;
-    }
-    if let (Some(e), Some(k)) = (m.experts, m.experts_per_token) {
-        if k > e {
-            ck.report(
-                idx,
-                KeyPath::key("experts_per_token"),
-                ProblemKind::Inconsistent,
-                format!("{k} experts per token, of {e} experts"),
-            );
             return;
         }
     }
-    match m.params_from_shape() {
-        Some(n) if n == m.params => {}
-        Some(n) => ck.report(
+    // A key the count does not read is a typo or a fact kept nowhere else: either way
+    // the count would not see it.
+    check_config_keys(ck, idx, &KeyPath::key("config"), &m.config);
+    let c = match m.count() {
+        Ok(c) => c,
+        Err(e) => {
+            ck.report(idx, KeyPath::key("config"), ProblemKind::BadValue, e);
+            return;
+        }
+    };
+    if c.heads % c.kv_heads != 0 {
+        ck.report(
+            idx,
+            KeyPath::key("config").join("num_key_value_heads"),
+            ProblemKind::Inconsistent,
+            format!(
+                "{} attention heads do not group evenly over {} key/value heads",
+                c.heads, c.kv_heads
+            ),
+        );
+    }
+    if c.params != m.params {
+        ck.report(
             idx,
             KeyPath::key("params"),
             ProblemKind::Inconsistent,
             format!(
-                "params {} is not the {n} the shape gives (embeddings, {}per-layer attention, MLP and norms{})",
+                "params {} is not the {} the config gives (a `{}` model's embeddings, {}per-layer attention, MLP{} and norms)",
                 m.params,
-                if m.tied_embeddings { "" } else { "output head, " },
-                if m.model_type == "qwen2" { ", q/k/v biases" } else { "" }
+                c.params,
+                c.model_type,
+                if c.tied_embeddings { "" } else { "output head, " },
+                if c.experts.is_some() { " experts" } else { "" }
+            ),
+        );
+    }
+    match (m.active_params, c.experts) {
+        (Some(active), Some(e)) => {
+            if active != c.active_params {
+                ck.report(
+                    idx,
+                    KeyPath::key("active_params"),
+                    ProblemKind::Inconsistent,
+                    format!(
+                        "active_params {active} is not the {} the config gives with {} of {e} experts",
+                        c.active_params,
+                        c.experts_per_token.unwrap_or(0),
+                    ),
+                );
+            }
+        }
+        (None, Some(_)) => ck.report(
+            idx,
+            KeyPath::key("active_params"),
+            ProblemKind::Inconsistent,
+            format!(
+                "the config is a mixture of experts: `active_params` is required ({})",
+                c.active_params
             ),
         ),
-        None => ck.report(
+        (Some(_), None) => ck.report(
             idx,
-            KeyPath::key("params"),
-            ProblemKind::BadValue,
-            "the shape's parameter count overflows",
+            KeyPath::key("active_params"),
+            ProblemKind::Inconsistent,
+            format!(
+                "`active_params` is for a mixture of experts; this `{}` config is dense",
+                c.model_type
+            ),
         ),
+        (None, None) => {}
     }
-    if let (Some(active), Some(n)) = (m.active_params, m.active_params_from_shape()) {
-        if active != n {
+}
+
+/// Reports the keys of a record's `[config]` (and its nested tables) the count never reads.
+fn check_config_keys(
+    ck: &mut Checker<'_>,
+    idx: usize,
+    at: &KeyPath,
+    table: &serde_json::Map<String, serde_json::Value>,
+) {
+    for (key, value) in table {
+        if !crate::model::hf_config::READ_KEYS.contains(&key.as_str()) {
             ck.report(
                 idx,
-                KeyPath::key("active_params"),
-                ProblemKind::Inconsistent,
-                format!(
-                    "active_params {active} is not the {n} the shape gives with {} of {} experts",
-                    m.experts_per_token.unwrap_or(0),
-                    m.experts.unwrap_or(0)
-                ),
+                at.join(key),
+                ProblemKind::UnknownKey,
+                "not a config.json key the parameter count reads",
             );
+        } else if let serde_json::Value::Object(inner) = value {
+            check_config_keys(ck, idx, &at.join(key), inner);
         }
     }
 }

@@ -641,9 +641,10 @@ mod tests {
         SourceFile {
             path: "model/llama-2-70b.toml".into(),
             text: Some(Cow::Owned(format!(
-                "name = \"Llama-2-70B\"\nmodel_type = \"llama\"\nlayers = 80\nhidden = 8192\nheads = 64\n\
-                 kv_heads = 8\nintermediate = 28672\nvocab = 32000\ntied_embeddings = false\n{body}\n\
-                 checked = \"2026-12-01\"\n[[sources]]\nurl = \"https://huggingface.co/meta-llama/Llama-2-70b-hf\"\n"
+                "name = \"Llama-2-70B\"\nmodel_type = \"llama\"\n{body}\n\
+                 checked = \"2026-12-01\"\n[config]\nnum_hidden_layers = 80\nhidden_size = 8192\n\
+                 num_attention_heads = 64\nnum_key_value_heads = 8\nintermediate_size = 28672\n\
+                 vocab_size = 32000\ntie_word_embeddings = false\n[[sources]]\nurl = \"https://huggingface.co/meta-llama/Llama-2-70b-hf\"\n"
             ))),
         }
     }
@@ -668,35 +669,62 @@ mod tests {
         let tied = model_record("params = 68714504192")
             .text
             .unwrap()
-            .replace("= false", "= true");
+            .replace("tie_word_embeddings = false", "tie_word_embeddings = true");
         let tied = SourceFile {
             path: "model/llama-2-70b.toml".into(),
             text: Some(Cow::Owned(tied)),
         };
         assert!(Db::load(&[tied]).is_ok());
         // Experts on a dense type, kv heads that do not divide the heads, a zero.
-        let problems = lint(&[model_record("params = 68976648192\nexperts = 8")]);
+        let problems = lint(&[model_record("params = 68976648192\nactive_params = 8")]);
         assert!(
-            problems.iter().any(|p| p.key.to_string() == "experts"),
-            "{problems:?}"
-        );
-        let problems = lint(&[model_record("params = 68976648192\nhead_dim = 0")]);
-        assert!(
-            problems.iter().any(|p| p.key.to_string() == "head_dim"),
+            problems.iter().any(|p| p.key.to_string() == "active_params"),
             "{problems:?}"
         );
         let problems = lint(
-            &[model_record("params = 1")
+            &[model_record("params = 68976648192")
                 .text
                 .unwrap()
-                .replace("kv_heads = 8", "kv_heads = 7")]
+                .replace("vocab_size = 32000", "vocab_size = 32000\nhead_dim = 0")]
             .map(|t| SourceFile {
                 path: "model/llama-2-70b.toml".into(),
                 text: Some(Cow::Owned(t)),
             }),
         );
         assert!(
-            problems.iter().any(|p| p.key.to_string() == "kv_heads"),
+            problems.iter().any(|p| p.key.to_string() == "config"),
+            "{problems:?}"
+        );
+        let problems = lint(
+            &[model_record("params = 68976648192")
+                .text
+                .unwrap()
+                .replace("vocab_size = 32000", "vocab_size = 32000\nnum_hiden_layers = 8")]
+            .map(|t| SourceFile {
+                path: "model/llama-2-70b.toml".into(),
+                text: Some(Cow::Owned(t)),
+            }),
+        );
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.key.to_string() == "config.num_hiden_layers"),
+            "{problems:?}"
+        );
+        let problems = lint(
+            &[model_record("params = 1")
+                .text
+                .unwrap()
+                .replace("num_key_value_heads = 8", "num_key_value_heads = 7")]
+            .map(|t| SourceFile {
+                path: "model/llama-2-70b.toml".into(),
+                text: Some(Cow::Owned(t)),
+            }),
+        );
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.key.to_string() == "config.num_key_value_heads"),
             "{problems:?}"
         );
     }

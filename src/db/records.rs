@@ -714,11 +714,12 @@ pub struct Package {
     pub sources: Vec<Source>,
 }
 
-/// An open model people train or serve, with the shape of its Hugging Face `config.json`:
-/// what a memory or time estimate needs without downloading anything.
+/// An open model people train or serve, with the keys of its Hugging Face `config.json`
+/// that size it: what a memory or time estimate needs without downloading anything.
 ///
-/// `params` is the exact count of the weights; the linter recomputes it from the shape
-/// ([`Model::params_from_shape`]) and reports a record whose count differs.
+/// `params` is the exact count of the checkpoint's weights; the linter recounts it from
+/// `config` with [`crate::model::hf_config::count`], the function `plan --model
+/// config.json` uses, and reports a record whose count differs.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Model {
     /// Set by the loader: the file stem (`llama-2-70b`).
@@ -726,41 +727,27 @@ pub struct Model {
     pub id: String,
     /// Canonical name: "Llama-2-70B".
     pub name: String,
-    /// Other names people use: the Hub repository (`meta-llama/Llama-2-70b-hf`), short
+    /// Other names people use: the Hub repositories (`meta-llama/Llama-2-70b-hf`), short
     /// forms (`llama2-70b`).
     #[serde(default)]
     pub aliases: Vec<String>,
-    /// `model_type` of the config (`llama`, `mistral`, `mixtral`, `qwen2`): decides which
-    /// weights the architecture has (one of [`Model::MODEL_TYPES`]).
+    /// `model_type` of the config (`llama`, `qwen3_moe`, `deepseek_v3`, `gemma3`): decides
+    /// which weights the architecture has (one of [`Model::MODEL_TYPES`]).
     pub model_type: String,
-    /// Total number of parameters, exact.
+    /// Total number of parameters, exact: every weight the checkpoint holds.
     pub params: u64,
-    /// Parameters used per token, for a mixture of experts (required with `experts`).
+    /// Parameters used per token, for a mixture of experts (required with experts).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub active_params: Option<u64>,
-    /// `num_hidden_layers`.
-    pub layers: u32,
-    /// `hidden_size`.
-    pub hidden: u64,
-    /// `num_attention_heads`.
-    pub heads: u32,
-    /// `num_key_value_heads` (equal to `heads` without grouped-query attention).
-    pub kv_heads: u32,
-    /// `head_dim`, where the config gives it; otherwise `hidden / heads`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub head_dim: Option<u64>,
-    /// `intermediate_size`: the MLP's inner width (of each expert, for a mixture).
-    pub intermediate: u64,
-    /// `vocab_size`.
-    pub vocab: u64,
-    /// `tie_word_embeddings`: the output head shares the embedding matrix.
-    pub tied_embeddings: bool,
-    /// `num_local_experts`, for a mixture of experts.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub experts: Option<u32>,
-    /// `num_experts_per_tok`, for a mixture of experts.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub experts_per_token: Option<u32>,
+    /// The config.json keys the count reads, as the Hub's file gives them (without
+    /// `model_type`, which is the record's): `num_hidden_layers`, `hidden_size`,
+    /// `num_key_value_heads`, the experts', the sliding window's; nested tables for a
+    /// multimodal config's `text_config` and `vision_config`. A key left out takes the
+    /// default of the architecture's configuration class in transformers, as a config.json
+    /// that leaves it out does. Kept with its keys sorted at every level, so the record
+    /// reads the same from the TOML files and from the build's JSON form.
+    #[serde(deserialize_with = "sorted_config")]
+    pub config: serde_json::Map<String, serde_json::Value>,
     /// `max_position_embeddings`: the longest context the config allows.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_position: Option<u64>,
@@ -782,58 +769,56 @@ pub struct Model {
     pub sources: Vec<Source>,
 }
 
+/// A `[config]` table with its keys sorted at every level.
+fn sorted_config<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<serde_json::Map<String, serde_json::Value>, D::Error> {
+    fn sort(v: serde_json::Value) -> serde_json::Value {
+        match v {
+            serde_json::Value::Object(m) => serde_json::Value::Object(sort_map(m)),
+            other => other,
+        }
+    }
+    fn sort_map(m: serde_json::Map<String, serde_json::Value>) -> serde_json::Map<String, serde_json::Value> {
+        let sorted: std::collections::BTreeMap<String, serde_json::Value> = m.into_iter().collect();
+        sorted.into_iter().map(|(k, v)| (k, sort(v))).collect()
+    }
+    let m = serde_json::Map::<String, serde_json::Value>::deserialize(d)?;
+    Ok(sort_map(m))
+}
+
 impl Model {
-    /// The `model_type`s whose weights [`Model::params_from_shape`] knows.
-    pub const MODEL_TYPES: &'static [&'static str] = &["llama", "mistral", "mixtral", "qwen2"];
+    /// The `model_type`s whose weights [`Model::count`] knows.
+    pub const MODEL_TYPES: &'static [&'static str] = crate::model::hf_config::MODEL_TYPES;
 
-    /// The width of one attention head: `head_dim`, or `hidden / heads`.
-    pub fn head_width(&self) -> u64 {
-        self.head_dim
-            .unwrap_or_else(|| self.hidden.checked_div(u64::from(self.heads)).unwrap_or(0))
+    /// The count of the record's config: the parameters and the shape, or what in the
+    /// config keeps it from being counted.
+    pub fn count(&self) -> Result<crate::model::hf_config::Counted, String> {
+        if let Some(t) = self.config.get("model_type") {
+            if t.as_str() != Some(self.model_type.as_str()) {
+                return Err(format!(
+                    "`config.model_type` is {t}, not the record's `model_type` `{}`",
+                    self.model_type
+                ));
+            }
+        }
+        let mut config = self.config.clone();
+        config.insert(
+            "model_type".into(),
+            serde_json::Value::String(self.model_type.clone()),
+        );
+        crate::model::hf_config::count(&config)
     }
 
-    /// The total count of parameters the shape gives; `None` for a `model_type` not in
-    /// [`Model::MODEL_TYPES`] or a count that overflows.
+    /// The total count of parameters the config gives; `None` when it cannot be counted.
     pub fn params_from_shape(&self) -> Option<u64> {
-        self.count(self.experts.unwrap_or(1))
+        self.count().ok().map(|c| c.params)
     }
 
-    /// The parameters one token uses: as [`Model::params_from_shape`], with only
-    /// `experts_per_token` experts' MLPs (the router counts in full). `None` for a dense
-    /// model.
+    /// The parameters one token uses, for a mixture of experts; `None` for a dense model
+    /// or a config that cannot be counted.
     pub fn active_params_from_shape(&self) -> Option<u64> {
-        self.count(self.experts_per_token?)
-    }
-
-    /// Embeddings `vocab x hidden`, the output head unless tied, and per layer: q
-    /// (`hidden x heads*head_dim`), k and v (`hidden x kv_heads*head_dim` each), o
-    /// (`heads*head_dim x hidden`), the gated MLP (`3 x hidden x intermediate`, for each of
-    /// `mlp_experts` experts), the router of a mixture (`hidden x experts`), two RMSNorm
-    /// weights (`hidden` each); a final norm. Qwen2 adds biases to q, k and v.
-    fn count(&self, mlp_experts: u32) -> Option<u64> {
-        if !Self::MODEL_TYPES.contains(&self.model_type.as_str()) {
-            return None;
-        }
-        let (h, d) = (self.hidden, self.head_width());
-        let q = u64::from(self.heads).checked_mul(d)?;
-        let kv = u64::from(self.kv_heads).checked_mul(d)?;
-        let mut layer = h.checked_mul(q.checked_add(kv.checked_mul(2)?)?)?; // q, k, v
-        layer = layer.checked_add(q.checked_mul(h)?)?; // o
-        if self.model_type == "qwen2" {
-            layer = layer.checked_add(q.checked_add(kv.checked_mul(2)?)?)?;
-        }
-        let mlp = h.checked_mul(self.intermediate)?.checked_mul(3)?;
-        layer = layer.checked_add(mlp.checked_mul(u64::from(mlp_experts))?)?;
-        if let Some(e) = self.experts {
-            layer = layer.checked_add(h.checked_mul(u64::from(e))?)?;
-        }
-        layer = layer.checked_add(h.checked_mul(2)?)?;
-        let embed = self.vocab.checked_mul(h)?;
-        let head = if self.tied_embeddings { 0 } else { embed };
-        layer
-            .checked_mul(u64::from(self.layers))?
-            .checked_add(embed)?
-            .checked_add(head)?
-            .checked_add(h)
+        let c = self.count().ok()?;
+        c.experts.map(|_| c.active_params)
     }
 }

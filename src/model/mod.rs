@@ -22,6 +22,7 @@ mod date;
 mod dotted;
 mod engine;
 mod error;
+pub mod hf_config;
 pub mod known;
 pub mod metadata;
 mod os;

@@ -870,6 +870,7 @@ mod tests {
     use super::*;
     use crate::plan::model::from_hf_config;
     use crate::plan::reference;
+    use crate::plan::types::{Attention, Engine};
 
     fn settings(method: Method, precision: Precision, optimizer: Optimizer) -> Settings {
         Settings {
