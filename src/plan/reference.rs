@@ -5,6 +5,11 @@
 //! `deepspeed/runtime/zero/stage3.py`, documented with worked examples in
 //! `docs/code-docs/source/memory.rst` of `microsoft/DeepSpeed`).
 //!
+//! Hugging Face Accelerate's `accelerate estimate-memory` (`src/accelerate/commands/estimate.py`,
+//! with `calculate_maximum_sizes` in `src/accelerate/utils/modeling.py` and `convert_bytes` in
+//! `src/accelerate/utils/other.py` of `huggingface/accelerate`, documented with its output
+//! tables in `docs/source/usage_guides/model_size_estimator.md`) is restated here too.
+//!
 //! These are restated from the formulas as documented, not translated code; they return
 //! bytes like the originals (which truncate with `int()`).
 
@@ -150,6 +155,98 @@ pub fn deepspeed_gb(bytes: u64) -> String {
     format!("{:.2}GB", bytes as f64 / (1u64 << 30) as f64)
 }
 
+/// The dtypes `accelerate estimate-memory` reports (`--dtypes`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AccelerateDtype {
+    /// 4 bytes a parameter: the model as loaded on the meta device.
+    Float32,
+    /// 2 bytes.
+    Float16,
+    /// 1 byte.
+    Int8,
+    /// Half a byte.
+    Int4,
+}
+
+impl AccelerateDtype {
+    /// What the fp32 size is divided by for this dtype.
+    fn divisor(self) -> f64 {
+        match self {
+            Self::Float32 => 1.0,
+            Self::Float16 => 2.0,
+            Self::Int8 => 4.0,
+            Self::Int4 => 8.0,
+        }
+    }
+}
+
+/// The "Total Size" or "Largest Layer" column of `accelerate estimate-memory` for one dtype:
+/// accelerate measures the model in float32 on the meta device (`calculate_maximum_sizes`:
+/// every parameter and buffer at its own dtype's bytes; the largest layer is the largest
+/// module with no children or of a class in the model's `_no_split_modules`, such as one
+/// decoder block) and divides by 2, 4 or 8 for the smaller dtypes. Bytes, as a float like
+/// the original's true division.
+pub fn accelerate_size(fp32_bytes: u64, dtype: AccelerateDtype) -> f64 {
+    fp32_bytes as f64 / dtype.divisor()
+}
+
+/// The "Training using Adam" column as the code has it since huggingface/accelerate#2581
+/// (March 2024), `estimate_training_usage(bytes, mixed_precision)` at batch size 1, which
+/// returns the largest of its four terms (model, gradients, optimizer, step):
+///
+/// - `float32`: model 1x, gradients 1x, Adam's two moments 2x, the step 4x the fp32 size:
+///   4 x fp32 bytes (16 bytes a parameter);
+/// - `float16` (mixed precision): model 1x (fp32 master), gradients 1.5x (fp32 + fp16),
+///   optimizer 2x, step = optimizer: 2 x fp32 bytes (8 bytes a parameter);
+/// - `int8`, `int4`: no estimate (`None`; the table prints "N/A").
+///
+/// The figure ignores activations: accelerate's docs call it the memory "to purely load
+/// the model in", adding "up to an additional 20%" for inference.
+pub fn accelerate_training_usage(fp32_bytes: u64, dtype: AccelerateDtype) -> Option<u64> {
+    let fp32 = fp32_bytes;
+    let fp16 = fp32_bytes / 2;
+    let terms = match dtype {
+        AccelerateDtype::Float32 => [fp32, fp32, 2 * fp32, 4 * fp32],
+        AccelerateDtype::Float16 => [fp32, fp32 + fp16, 2 * fp32, 2 * fp32],
+        AccelerateDtype::Int8 | AccelerateDtype::Int4 => return None,
+    };
+    terms.into_iter().max()
+}
+
+/// The "Training using Adam" column as the docs' tables print it: they were made by the
+/// code before huggingface/accelerate#2581, which gave four times the size at each dtype
+/// (so `int8` and `int4` rows have a figure). For float32 and float16 it equals
+/// [`accelerate_training_usage`].
+pub fn accelerate_training_usage_as_documented(fp32_bytes: u64, dtype: AccelerateDtype) -> f64 {
+    4.0 * accelerate_size(fp32_bytes, dtype)
+}
+
+/// Bytes as accelerate's `convert_bytes` prints them: divided by 1024 until under 1024,
+/// then Python's `round(size, 2)` with the unit `bytes`, `KB`, `MB`, `GB`, `TB` (binary
+/// units, written without the i). Python prints a rounded float in its shortest form, so
+/// `9.0` stays `9.0` and `84.950` is `84.95`.
+pub fn accelerate_convert_bytes(bytes: f64) -> String {
+    let mut size = bytes;
+    for unit in ["bytes", "KB", "MB", "GB", "TB"] {
+        if size < 1024.0 {
+            return format!("{} {unit}", python_round2(size));
+        }
+        size /= 1024.0;
+    }
+    format!("{} PB", python_round2(size))
+}
+
+/// `str(round(x, 2))` for the non-negative sizes accelerate prints.
+fn python_round2(x: f64) -> String {
+    let r = (x * 100.0).round() / 100.0;
+    let text = format!("{r}");
+    if text.contains('.') {
+        text
+    } else {
+        format!("{text}.0")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -235,5 +332,57 @@ mod tests {
         assert!((gb(Shard::Zero1) - 31.4).abs() < 0.05);
         assert!((gb(Shard::Zero2) - 16.6).abs() < 0.05);
         assert!((gb(Shard::Zero3) - 1.9).abs() < 0.05);
+    }
+    /// `model_size_estimator.md`: `accelerate estimate-memory bert-base-cased` prints
+    /// Largest Layer 84.95 MB and Total Size 413.18 MB in float32 (the doc's first table
+    /// writes 418.18 there, against 206.59 for float16 beside it; its `--dtypes` example
+    /// prints 413.18), 42.47/206.59 MB float16, 21.24/103.29 MB int8, 10.62/51.65 MB int4,
+    /// and Training using Adam 1.61 GB, 826.36 MB, 413.18 MB, 206.59 MB.
+    ///
+    /// bert-base-cased's `BertModel` (vocab 28996, hidden 768, 12 layers, intermediate 3072,
+    /// 512 positions, 2 token types) has 108,310,272 fp32 parameters plus two int64 buffers
+    /// of 512 (`position_ids`, `token_type_ids`): 433,249,280 bytes; its largest layer is the
+    /// 28996 x 768 word embedding, 89,075,712 bytes. Those give every printed figure.
+    #[test]
+    fn accelerate_docs_bert_base_cased_table() {
+        use AccelerateDtype::*;
+        let (total, largest) = (433_249_280u64, 89_075_712u64);
+        let rows = [
+            (Float32, "84.95 MB", "413.18 MB", "1.61 GB"),
+            (Float16, "42.47 MB", "206.59 MB", "826.36 MB"),
+            (Int8, "21.24 MB", "103.29 MB", "413.18 MB"),
+            (Int4, "10.62 MB", "51.65 MB", "206.59 MB"),
+        ];
+        for (dtype, layer, size, training) in rows {
+            assert_eq!(
+                accelerate_convert_bytes(accelerate_size(largest, dtype)),
+                layer,
+                "{dtype:?}"
+            );
+            assert_eq!(
+                accelerate_convert_bytes(accelerate_size(total, dtype)),
+                size,
+                "{dtype:?}"
+            );
+            assert_eq!(
+                accelerate_convert_bytes(accelerate_training_usage_as_documented(total, dtype)),
+                training,
+                "{dtype:?}"
+            );
+        }
+        // The code since #2581 agrees for float32 and float16 and has no int8/int4 figure.
+        let now = |d| accelerate_training_usage(total, d).map(|b| accelerate_convert_bytes(b as f64));
+        assert_eq!(now(Float32).as_deref(), Some("1.61 GB"));
+        assert_eq!(now(Float16).as_deref(), Some("826.36 MB"));
+        assert_eq!(now(Int8), None);
+        assert_eq!(now(Int4), None);
+    }
+
+    /// Python prints `round(9.0, 2)` as `9.0` (the timm resnet50 row's "9.0 MB").
+    #[test]
+    fn accelerate_prints_whole_numbers_like_python() {
+        assert_eq!(accelerate_convert_bytes(9.0 * 1024.0 * 1024.0), "9.0 MB");
+        assert_eq!(accelerate_convert_bytes(512.0), "512.0 bytes");
+        assert_eq!(accelerate_convert_bytes(1.5 * (1u64 << 50) as f64), "1.5 PB");
     }
 }

@@ -18,6 +18,7 @@ mod hostile_net;
 mod image;
 mod image_build;
 mod plan;
+mod plan_measured;
 mod processes;
 mod query;
 mod reading;
