@@ -61,6 +61,18 @@ pub struct PlanArgs {
     /// `torchtune` (chunked loss) or `unsloth` (fused loss, checkpoints offloaded to RAM).
     #[arg(long, value_name = "TRAINER", default_value = "hf", value_parser = ["hf", "torchtune", "unsloth"])]
     pub trainer: String,
+    /// Model states kept in CPU memory: `optimizer` (ZeRO-Offload, bitsandbytes' paged
+    /// optimizers) or `all` (FSDP `cpu_offload`: parameters, gradients and optimizer).
+    #[arg(long, value_name = "WHAT", default_value = "none", value_parser = ["none", "optimizer", "all"])]
+    pub offload: String,
+    /// The optimizer steps each parameter in the backward pass (torchtune's
+    /// `optimizer_in_bwd`): the whole model's gradients are never held at once.
+    #[arg(long)]
+    pub optimizer_in_backward: bool,
+    /// The share of each GPU vLLM or SGLang takes (vLLM's `--gpu-memory-utilization`,
+    /// SGLang's `--mem-fraction-static`), a fraction (0.9) or percent (90%).
+    #[arg(long, value_name = "FRACTION")]
+    pub gpu_memory_utilization: Option<String>,
     /// GPUs to use; without it, the fewest of each GPU that hold the model.
     #[arg(long, value_name = "N")]
     pub gpus: Option<u32>,
@@ -232,6 +244,30 @@ fn settings(a: &PlanArgs) -> Result<Settings, CliError> {
             format!("`{}` trains models: it goes with --method full, lora or qlora", a.trainer),
         ));
     }
+    let offload = match a.offload.as_str() {
+        "optimizer" => crate::plan::Offload::Optimizer,
+        "all" => crate::plan::Offload::All,
+        _ => crate::plan::Offload::None,
+    };
+    if method == Method::Inference && (offload != crate::plan::Offload::None || a.optimizer_in_backward) {
+        return Err(usage(
+            if a.optimizer_in_backward { "--optimizer-in-backward" } else { "--offload" },
+            "offloads and steps model states of training: it goes with --method full, lora or qlora",
+        ));
+    }
+    let engine_memory_percent = match &a.gpu_memory_utilization {
+        None => None,
+        Some(t) => {
+            if engine == crate::plan::Engine::Hf || method != Method::Inference {
+                return Err(usage(
+                    "--gpu-memory-utilization",
+                    "is the share vLLM or SGLang takes: it goes with --method inference --engine vllm or sglang",
+                ));
+            }
+            let f = fraction("--gpu-memory-utilization", t)?;
+            Some((f * 100.0).round() as u32)
+        }
+    };
     if engine != crate::plan::Engine::Hf && method != Method::Inference {
         return Err(usage(
             "--engine",
@@ -264,11 +300,19 @@ fn settings(a: &PlanArgs) -> Result<Settings, CliError> {
         attention,
         engine,
         trainer,
+        offload,
+        optimizer_in_backward: a.optimizer_in_backward,
+        engine_memory_percent,
     })
 }
 
 /// `--mfu 0.4` or `40%`.
 fn mfu(text: &str) -> Result<f64, CliError> {
+    fraction("--mfu", text)
+}
+
+/// A share: `0.4` or `40%`, above 0 and at most 1.
+fn fraction(flag: &str, text: &str) -> Result<f64, CliError> {
     let t = text.trim();
     let (num, scale) = match t.strip_suffix('%') {
         Some(p) => (p.trim(), 100.0),
@@ -277,7 +321,7 @@ fn mfu(text: &str) -> Result<f64, CliError> {
     match num.parse::<f64>() {
         Ok(v) if v.is_finite() && v > 0.0 && v / scale <= 1.0 => Ok(v / scale),
         _ => Err(usage(
-            "--mfu",
+            flag,
             format!(
                 "`{}`: expected a fraction above 0 and at most 1 (0.4) or a percent (40%)",
                 crate::text::excerpt(t)

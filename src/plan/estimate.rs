@@ -15,7 +15,7 @@
 
 use super::types::{
     Assumption, Attention, Engine, Estimate, MemoryTerms, Method, ModelShape, Optimizer, Precision,
-    Settings, Shard, Trainer,
+    Offload, Settings, Shard, Trainer,
 };
 
 const ZERO_PAPER: &str = "Rajbhandari et al. 2020, ZeRO (arXiv:1910.02054) §3.1";
@@ -63,9 +63,12 @@ const ASPECT_RATIO: u128 = 128;
 
 /// The share of the GPU an engine takes for itself (weights, activations and cache), in
 /// hundredths; the fit holds the estimate to that share of the card. `None`: all of it.
-pub fn engine_share(engine: Engine, method: Method, tp: u32) -> Option<u32> {
+pub fn engine_share(engine: Engine, method: Method, tp: u32, asked: Option<u32>) -> Option<u32> {
     if method != Method::Inference {
         return None;
+    }
+    if engine != Engine::Hf && asked.is_some() {
+        return asked;
     }
     match engine {
         Engine::Hf => None,
@@ -172,6 +175,24 @@ pub fn estimate(model: &ModelShape, s: &Settings) -> Estimate {
     // PEFT keeps the adapters in fp32 under 16-bit base weights (autocast_adapter_dtype).
     let adapter_bytes = 4;
     let weights_all = match s.method {
+        Method::Inference
+            if matches!(s.precision, Precision::Int4 | Precision::Int8 | Precision::Fp8) && dims.vocab.is_some() =>
+        {
+            let unquantized = dims.vocab.map_or(0, |v| v * dims.hidden * if dims.tied { 1 } else { 2 }).min(params);
+            notes.add(
+                "weights",
+                format!(
+                    "the linear layers at {} per parameter ({}); the embeddings and lm_head ({unquantized} \
+                     parameters) in 16 bits, as GPTQ, AWQ, bitsandbytes and FP8 checkpoints leave them",
+                    bytes_text(num, den),
+                    name(s.precision)
+                ),
+                "AutoGPTQ / AutoAWQ quantize the decoder's nn.Linear layers only; transformers' quantizers keep \
+                 lm_head unquantized (modules_to_not_convert, get_keys_to_not_convert); DeepSeek-V3's FP8 \
+                 checkpoint keeps embed_tokens and lm_head in bf16",
+            );
+            div_ceil((params - unquantized) * num, den) + 2 * unquantized
+        }
         Method::Inference | Method::Full => {
             notes.add(
                 "weights",
@@ -412,7 +433,54 @@ pub fn estimate(model: &ModelShape, s: &Settings) -> Estimate {
         );
     }
 
-    let (weights, gradients) = (weights + gather, gradients + gather);
+    // LoRA and QLoRA gather the frozen weights only; their gradients are the adapters'.
+    let lora = matches!(s.method, Method::Lora | Method::Qlora);
+    let (mut weights, mut gradients, mut optimizer) =
+        (weights + gather, gradients + if lora { 0 } else { gather }, optimizer);
+    if training && s.optimizer_in_backward && gradients > 0 {
+        // Each parameter steps as its gradient arrives: about one layer's gradients at once.
+        let one = div_ceil(dims.largest_layer, tp) * if s.precision == Precision::Fp32 || lora { 4 } else { 2 };
+        gradients = gradients.min(one + if lora { 0 } else { gather });
+        notes.add(
+            "gradients, optimizer in the backward pass",
+            format!("one layer's gradients at a time ({gradients} bytes): each parameter steps as soon as its gradient is ready"),
+            "torchtune optimizer_in_bwd (torchtune/training/_activation_offloading and recipes \
+             full_finetune_single_device.py: register_post_accumulate_grad_hook steps and frees each gradient); \
+             PyTorch tutorial 'How to save memory by fusing the optimizer step into the backward pass'",
+        );
+    }
+    match s.offload {
+        Offload::None => {}
+        Offload::Optimizer if training => {
+            notes.add(
+                "offload",
+                format!(
+                    "the optimizer states ({optimizer} bytes a GPU) in CPU memory, not the GPU's: DeepSpeed \
+                     ZeRO-Offload steps them on the CPU; bitsandbytes' paged optimizers keep them in unified memory \
+                     that the driver evicts to the host when the GPU fills"
+                ),
+                "Ren et al. 2021, ZeRO-Offload (arXiv:2101.06840) §4; bitsandbytes docs, Paged optimizers \
+                 (cudaMallocManaged, evicted to CPU RAM under GPU memory pressure)",
+            );
+            optimizer = 0;
+        }
+        Offload::All if training => {
+            notes.add(
+                "offload",
+                format!(
+                    "parameters, gradients and optimizer states in CPU memory ({} bytes a GPU); the GPU holds the \
+                     layer being computed and its gradients (the gather buffers)",
+                    weights + gradients + optimizer - gather - if lora { 0 } else { gather }
+                ),
+                "PyTorch FSDP CPUOffload(offload_params=True): parameters and gradients live on the CPU and the \
+                 optimizer steps there; Rajbhandari et al. 2021, ZeRO-Infinity (arXiv:2104.07857)",
+            );
+            weights = gather;
+            gradients = if lora { 0 } else { gather };
+            optimizer = 0;
+        }
+        _ => {}
+    }
     let (seq, batch) = (u128::from(s.seq_len), u128::from(s.batch));
     let (activations, kv_cache) = if training {
         (training_activations(&dims, s, tp, seq, batch, &mut notes), 0)
@@ -888,6 +956,9 @@ mod tests {
             attention: Attention::Flash,
             engine: Engine::Hf,
             trainer: Trainer::Hf,
+            offload: Offload::None,
+            optimizer_in_backward: false,
+            engine_memory_percent: None,
         }
     }
 
@@ -1268,11 +1339,12 @@ mod tests {
     /// The engines' shares of the card, as their code sets them.
     #[test]
     fn engines_take_their_share() {
-        assert_eq!(engine_share(Engine::Hf, Method::Inference, 1), None);
-        assert_eq!(engine_share(Engine::Vllm, Method::Inference, 2), Some(90));
-        assert_eq!(engine_share(Engine::Sglang, Method::Inference, 1), Some(88));
-        assert_eq!(engine_share(Engine::Sglang, Method::Inference, 8), Some(81));
-        assert_eq!(engine_share(Engine::Vllm, Method::Full, 1), None);
+        assert_eq!(engine_share(Engine::Hf, Method::Inference, 1, None), None);
+        assert_eq!(engine_share(Engine::Vllm, Method::Inference, 2, None), Some(90));
+        assert_eq!(engine_share(Engine::Sglang, Method::Inference, 1, None), Some(88));
+        assert_eq!(engine_share(Engine::Sglang, Method::Inference, 8, None), Some(81));
+        assert_eq!(engine_share(Engine::Vllm, Method::Full, 1, None), None);
+        assert_eq!(engine_share(Engine::Vllm, Method::Inference, 2, Some(100)), Some(100));
     }
 
     /// The largest inputs the command takes (2^27 tokens, a batch of 2^20, the widest

@@ -215,7 +215,7 @@ pub fn capacity(gpu: &Gpu, s: &Settings, tp: u32) -> (u64, String) {
             )
         }
     };
-    match engine_share(s.engine, s.method, tp) {
+    match engine_share(s.engine, s.method, tp, s.engine_memory_percent) {
         Some(pct) => (
             usable / 100 * u64::from(pct),
             format!("{pct}% of {basis} ({})", engine_name(s.engine)),
@@ -622,6 +622,9 @@ mod tests {
             attention: Attention::Flash,
             engine: Engine::Hf,
             trainer: crate::plan::Trainer::Hf,
+            offload: crate::plan::Offload::None,
+            optimizer_in_backward: false,
+            engine_memory_percent: None,
         }
     }
 

@@ -167,6 +167,37 @@ pub struct Settings {
     pub engine: Engine,
     /// The training framework, for its loss and where it keeps checkpoints.
     pub trainer: Trainer,
+    /// Model states kept in CPU memory instead of the GPU's.
+    #[serde(default = "no_offload")]
+    pub offload: Offload,
+    /// The optimizer steps each parameter as soon as its gradient is ready, so the
+    /// gradients of the whole model are never held at once (torchtune's
+    /// `optimizer_in_bwd`).
+    #[serde(default)]
+    pub optimizer_in_backward: bool,
+    /// The share of the GPU an inference engine takes, in hundredths, when set
+    /// (`--gpu-memory-utilization`); else the engine's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine_memory_percent: Option<u32>,
+}
+
+fn no_offload() -> Offload {
+    Offload::None
+}
+
+/// Model states kept in CPU memory (DeepSpeed ZeRO-Offload, FSDP's `cpu_offload`,
+/// bitsandbytes' paged optimizers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Offload {
+    /// Everything on the GPU.
+    None,
+    /// The optimizer states (and the fp32 master copy) in CPU memory; the optimizer steps
+    /// there (ZeRO-Offload) or pages them in (bitsandbytes' paged optimizers).
+    Optimizer,
+    /// Parameters, gradients and optimizer states in CPU memory; each layer is brought to
+    /// the GPU when it runs (FSDP `cpu_offload`, ZeRO-Infinity).
+    All,
 }
 
 /// The training framework: they differ in how the loss holds the logits and where the
