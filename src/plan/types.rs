@@ -238,10 +238,25 @@ pub struct FitStack {
     /// The build's CUDA.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cuda: Option<String>,
-    /// The oldest driver the build runs natively on, for the order.
+    /// The oldest driver the build runs natively on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_driver: Option<String>,
+    /// The driver the order asks for, and the stack it comes from: not always this one
+    /// (the newest build needs the newest driver, which few rented hosts have).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver_floor: Option<DriverFloor>,
     /// Why none runs, when none does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub why: Option<String>,
+}
+
+/// The driver floor an order asks for: the oldest driver a chosen stack runs natively on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DriverFloor {
+    /// The driver, at least (`520.61.05`).
+    pub driver: String,
+    /// The stack it comes from (`2.7.1+cu118`).
+    pub torch: String,
+    /// Why that stack, in a sentence.
+    pub why: String,
 }
