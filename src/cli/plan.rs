@@ -98,6 +98,9 @@ pub struct PlanArgs {
     /// Price of one GPU for an hour, for the cost.
     #[arg(long, value_name = "PRICE")]
     pub price: Option<f64>,
+    /// The currency of --price (CNY, RMB, USD, EUR, or ¥, $, €), printed with the costs.
+    #[arg(long, value_name = "CURRENCY", requires = "price")]
+    pub currency: Option<String>,
     /// The dataset's size on disk, GB (decimal).
     #[arg(long, value_name = "GB", default_value_t = 0.0)]
     pub dataset: f64,
@@ -105,7 +108,8 @@ pub struct PlanArgs {
     #[arg(long, value_name = "N", default_value_t = 2)]
     pub keep_checkpoints: u32,
     /// Offers to rank: TOML (`[[offer]]` tables) or CSV with the columns name, gpu, count,
-    /// driver, price_per_hour, interconnect, ram, disk.
+    /// driver, price_per_hour (`¥1.98/卡时`, `98 元/台/时`, `$2.49/GPU/hr`, `19.92`),
+    /// currency, price_unit (gpu-hour, machine-hour), interconnect, ram, disk, cpus.
     #[arg(long, value_name = "FILE")]
     pub offers: Option<PathBuf>,
     /// Write the order to accept on delivery (`gpuenv check --order FILE`).
@@ -365,6 +369,21 @@ pub fn run(
             return Err(usage("--price", "expected a price per GPU-hour, 0 or more"));
         }
     }
+    let currency = a
+        .currency
+        .as_deref()
+        .map(|c| {
+            crate::plan::offers::Currency::from_word(c).ok_or_else(|| {
+                usage(
+                    "--currency",
+                    format!(
+                        "`{}`: expected CNY, RMB, USD or EUR (or ¥, $, €)",
+                        crate::text::excerpt(c)
+                    ),
+                )
+            })
+        })
+        .transpose()?;
     let tokens = a
         .tokens
         .as_deref()
@@ -381,6 +400,7 @@ pub fn run(
         tokens,
         mfu: mfu(&a.mfu)?,
         price_per_gpu_hour: a.price,
+        currency,
         dataset_gb: a.dataset,
         keep_checkpoints: a.keep_checkpoints,
         stack,

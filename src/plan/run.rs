@@ -8,9 +8,9 @@ use serde::{Deserialize, Serialize};
 
 use super::fit::{self, Fit, Machine};
 use super::offers::{self, Offer, RankedOffer};
-use super::types::{Assumption, Estimate, FitStack, Method, ModelShape, Settings, Shard};
+use super::types::{Assumption, DriverFloor, Estimate, FitStack, Method, ModelShape, Settings, Shard};
 use crate::db::Db;
-use crate::db::records::Gpu;
+use crate::db::records::{Gpu, Nvlink};
 use crate::judge::{Expect, Item};
 use crate::resolve::{GpuAsk, Query, Status};
 
@@ -31,6 +31,8 @@ pub struct Options {
     pub mfu: f64,
     /// Price of one GPU for an hour (`--price`), for the cost.
     pub price_per_gpu_hour: Option<f64>,
+    /// The currency of `--price` (`--currency`), printed with the costs.
+    pub currency: Option<offers::Currency>,
     /// The dataset, GB.
     pub dataset_gb: f64,
     /// Checkpoints kept on disk.
@@ -59,9 +61,14 @@ pub struct Plan {
     pub assumptions: Vec<Assumption>,
     /// The offers, best first.
     pub offers: Vec<RankedOffer>,
+    /// What the machine and the order are for.
+    #[serde(default)]
+    pub pick: Option<Pick>,
 }
 
-/// The best stack for `count` of `gpu` with the stack flags of `q`.
+/// The best stack for `count` of `gpu` with the stack flags of `q`, on `driver` when the
+/// offer lists one (else on the driver of `q`, if any), and the driver floor its order asks
+/// for ([`driver_floor`]).
 fn stack_for(
     db: &Db,
     q: &Query,
@@ -85,6 +92,7 @@ fn stack_for(
             python: Some(s.python.clone()),
             cuda: s.cuda.as_ref().map(|c| c.to_string()),
             min_driver: s.needs.driver_native.clone(),
+            driver_floor: driver_floor(&a.stacks, gpu, q.driver.as_ref()),
             why: None,
         },
         best => FitStack {
@@ -93,6 +101,7 @@ fn stack_for(
             python: None,
             cuda: None,
             min_driver: None,
+            driver_floor: None,
             why: best
                 .and_then(|s| {
                     s.findings
@@ -103,6 +112,86 @@ fn stack_for(
                 .or_else(|| a.findings.first().map(|f| f.message.clone()))
                 .or(Some("no torch build answers the question".into())),
         },
+    }
+}
+
+/// The driver an order asks for: the floor of the stack that runs on the most drivers
+/// among the good ones (those the resolver finds compatible, natively), so that the order
+/// turns away no host a good stack runs on.
+/// - With a driver (the offer's, or `--driver`): the newest torch that driver runs
+///   natively, the resolver's first compatible stack; its own floor (CUDA's minimum driver)
+///   is at most that driver.
+/// - Without one: the lowest native floor of every compatible stack, which is that of the
+///   lowest CUDA whose builds run the GPU natively; of the builds for it, the newest torch.
+///   The newest stack's floor (torch 2.15's 595.45.04) would turn away most rented hosts.
+fn driver_floor(
+    stacks: &[crate::resolve::Stack],
+    gpu: &Gpu,
+    driver: Option<&crate::model::DriverVersion>,
+) -> Option<DriverFloor> {
+    let native = |s: &&crate::resolve::Stack| {
+        s.status == Status::Compatible
+            && s.needs
+                .driver_native
+                .as_deref()
+                .and_then(|d| d.parse::<crate::model::DriverVersion>().ok())
+                .is_some()
+    };
+    let floor_of = |s: &crate::resolve::Stack| {
+        s.needs
+            .driver_native
+            .as_deref()
+            .and_then(|d| d.parse::<crate::model::DriverVersion>().ok())
+    };
+    let build = |s: &crate::resolve::Stack| format!("{}+{}", s.torch, s.variant);
+    let cuda = |s: &crate::resolve::Stack| s.cuda.as_ref().map_or("?".to_string(), |c| c.to_string());
+    match driver {
+        Some(d) => {
+            let s = stacks.iter().find(native)?;
+            let floor = floor_of(s)?;
+            Some(DriverFloor {
+                driver: floor.to_string(),
+                torch: build(s),
+                why: format!(
+                    "torch {}, the newest build driver {d} runs natively (CUDA {}, whose minimum driver is {floor}): \
+                     a host with that driver or newer runs it",
+                    build(s),
+                    cuda(s)
+                ),
+            })
+        }
+        None => {
+            let newest = stacks.iter().find(native)?;
+            let mut best = newest;
+            for s in stacks.iter().filter(native) {
+                // The resolver ranks the newest first: a later stack replaces the one held
+                // only when its floor is lower.
+                if floor_of(s) < floor_of(best) {
+                    best = s;
+                }
+            }
+            let floor = floor_of(best)?;
+            let newer = if std::ptr::eq(best, newest) {
+                String::new()
+            } else {
+                format!(
+                    "; the newest, torch {}, would need driver {} or newer, which fewer rented hosts have",
+                    build(newest),
+                    floor_of(newest).map_or("?".to_string(), |d| d.to_string())
+                )
+            };
+            Some(DriverFloor {
+                driver: floor.to_string(),
+                torch: build(best),
+                why: format!(
+                    "torch {}, the newest build for CUDA {}, the lowest CUDA whose builds run the {} natively: of the \
+                     stacks that run, it runs on the most drivers{newer}",
+                    build(best),
+                    cuda(best),
+                    gpu.name
+                ),
+            })
+        }
     }
 }
 
@@ -215,8 +304,10 @@ pub fn plan(db: &Db, model: ModelShape, mut settings: Settings, o: &Options) -> 
     offers::rank(&mut ranked);
     // The machine around the pick: the best offer that falls short in nothing, else the
     // first GPU that fits.
-    let machine =
-        pick(&ranked, &fits).map(|(_, count, _)| fit::machine(count, ckpt, o.dataset_gb, o.keep_checkpoints));
+    let chosen = pick(db, &ranked, &fits);
+    let machine = chosen
+        .as_ref()
+        .map(|p| fit::machine(p.count, ckpt, o.dataset_gb, o.keep_checkpoints));
     if let Some(m) = &machine {
         assumptions.extend(m.rules.iter().cloned());
     }
@@ -228,11 +319,153 @@ pub fn plan(db: &Db, model: ModelShape, mut settings: Settings, o: &Options) -> 
         machine,
         assumptions,
         offers: ranked,
+        pick: chosen,
     }
 }
 
+/// A memory size written in a GPU's name (`48GB`, `48G`, `96GiB`), and the name without it.
+fn memory_in_name(text: &str) -> Option<(String, f64)> {
+    let tokens: Vec<&str> = text.split_whitespace().collect();
+    for (i, t) in tokens.iter().enumerate() {
+        let l = t.to_ascii_lowercase();
+        let num = l
+            .strip_suffix("gib")
+            .or_else(|| l.strip_suffix("gb"))
+            .or_else(|| l.strip_suffix('g'));
+        if let Some(Ok(gb)) = num.map(str::parse::<f64>) {
+            if gb > 0.0 {
+                let rest: Vec<&str> = tokens
+                    .iter()
+                    .enumerate()
+                    .filter(|(j, _)| *j != i)
+                    .map(|(_, t)| *t)
+                    .collect();
+                return Some((rest.join(" "), gb));
+            }
+        }
+    }
+    None
+}
+
+/// The GPU record a listing names, its count, and a note when the listing names a memory
+/// size: a size NVIDIA sells for that GPU is the record of that size; another
+/// (`RTX 4090 48GB`, a board modified after sale) is judged at the record's memory.
+fn gpu_of_listing<'a>(db: &'a Db, text: &str) -> Result<(&'a Gpu, u32, Option<String>), String> {
+    let first = |found: Vec<(crate::db::GpuMatch<'a>, u32)>| found.into_iter().next();
+    match db.gpus_written(text) {
+        Ok(found) => match first(found) {
+            Some((m, n)) => Ok((m.chosen, n, None)),
+            None => Err(format!("its GPU `{text}` names no GPU")),
+        },
+        Err(e) => {
+            let unknown = format!("its GPU `{text}` is not one compat-db knows: {e}");
+            let Some((bare, gb)) = memory_in_name(text) else {
+                return Err(unknown);
+            };
+            let Some((m, n)) = db.gpus_written(&bare).ok().and_then(first) else {
+                return Err(unknown);
+            };
+            if let Some(sold) = m.records.iter().find(|g| (g.memory_gib - gb).abs() < 0.5) {
+                return Ok((
+                    sold,
+                    n,
+                    Some(format!(
+                        "its GPU `{text}` read as the {}, the {gb} GB part NVIDIA sells",
+                        sold.name
+                    )),
+                ));
+            }
+            let sizes: Vec<String> = m.records.iter().map(|g| format!("{} GB", g.memory_gib)).collect();
+            Ok((
+                m.chosen,
+                n,
+                Some(format!(
+                    "its GPU `{text}` names {gb} GB, a size NVIDIA does not sell the {} with ({} in compat-db): \
+                     a board modified after sale, with no datasheet or driver support to rely on; judged at the \
+                     record's {} GB",
+                    m.chosen.name,
+                    sizes.join(", "),
+                    m.chosen.memory_gib
+                )),
+            ))
+        }
+    }
+}
+
+/// Whether every pair of `count` GPUs of `gpu` is joined by NVLink, from what the GPU can
+/// have (compat-db) and what the listing says; and a note when the listing claims more
+/// than the GPU can have.
+fn judged_nvlink(
+    gpu: &Gpu,
+    count: u32,
+    listed: Option<bool>,
+    interconnect: Option<&str>,
+) -> (bool, Option<String>) {
+    let said = interconnect.unwrap_or_default();
+    match gpu.nvlink {
+        // Modules on a baseboard: NVLink (or NVSwitch) joins them unless the listing says
+        // they are PCIe cards.
+        Nvlink::Board => (listed != Some(false), None),
+        Nvlink::Bridge => {
+            if count <= 2 {
+                (listed == Some(true), None)
+            } else {
+                let note = (listed == Some(true)).then(|| {
+                    format!(
+                        "the listing says NVLink (`{said}`), but the {} takes NVLink bridges, which join pairs of \
+                         cards, never all {count}: judged as PCIe between the pairs",
+                        gpu.name
+                    )
+                });
+                (false, note)
+            }
+        }
+        Nvlink::None => {
+            let note = (listed == Some(true)).then(|| {
+                format!(
+                    "the listing says NVLink (`{said}`), but the {} has no NVLink (compat-db): judged as PCIe",
+                    gpu.name
+                )
+            });
+            (false, note)
+        }
+    }
+}
+
+/// A published measurement of the same training over NVLink and over PCIe.
+pub const PCIE_SLOWDOWN_SOURCE: &str = "Hugging Face Transformers docs, perf_hardware (v4.49.0), \
+https://huggingface.co/docs/transformers/v4.49.0/perf_hardware: GPT-2 trained with DDP on 2x TITAN RTX, 101 s with \
+NVLink, 131 s with NCCL_P2P_DISABLE=1 (over PCIe)";
+
+/// What a split of the model over GPUs that PCIe joins means for the run: the parallelism
+/// that suits those links, and the slowdown, as far as a published figure says.
+fn pcie_parallelism(method: Method, shard: Shard, count: u32) -> String {
+    let how = if method == Method::Inference {
+        "serve it with pipeline parallelism (whole layers on each GPU, activations passed once per stage) rather \
+         than tensor parallelism, whose all-reduce in every layer would cross PCIe"
+            .to_string()
+    } else {
+        format!(
+            "{} gathers every layer's weights across the {count} GPUs each step, over PCIe here (1.5x the traffic \
+             of plain data parallelism: ZeRO, arXiv:1910.02054, §7); pipeline parallelism passes only activations \
+             between stages, and tensor parallelism across PCIe is the slowest choice",
+            match shard {
+                Shard::Fsdp => "FSDP",
+                Shard::Zero1 => "ZeRO-1",
+                Shard::Zero2 => "ZeRO-2",
+                _ => "ZeRO-3",
+            }
+        )
+    };
+    format!(
+        "its GPUs are linked by PCIe only and the model is split across them: {how}. The time above leaves that \
+         traffic out; the one published measurement, data parallelism on 2 GPUs, took 1.3x as long over PCIe as \
+         over NVLink ({PCIE_SLOWDOWN_SOURCE}); a model split over {count} GPUs moves more and may lose more"
+    )
+}
+
 /// One offer: its GPUs as written, the fit at its count, the stack on its driver, its
-/// links, RAM and disk against the machine, and the cost.
+/// links, RAM and disk against the machine, and the price and cost.
 fn judge_offer(
     db: &Db,
     model: &ModelShape,
@@ -241,34 +474,20 @@ fn judge_offer(
     offer: &Offer,
     ckpt: u64,
 ) -> RankedOffer {
-    let mut out = RankedOffer {
-        offer: offer.clone(),
-        gpu: None,
-        count: offer.count.unwrap_or(1),
-        fits: false,
-        headroom_bytes: None,
-        stack_runs: false,
-        stack: None,
-        hours: None,
-        cost: None,
-        reasons: Vec::new(),
-    };
-    let found = match db.gpus_written(&offer.gpu) {
-        Ok(f) => f,
-        Err(e) => {
-            out.reasons
-                .push(format!("its GPU `{}` is not one compat-db knows: {e}", offer.gpu));
+    let mut out = RankedOffer::listed(offer);
+    let (gpu, written_count, named) = match gpu_of_listing(db, &offer.gpu) {
+        Ok(found) => found,
+        Err(reason) => {
+            out.reasons.push(reason);
+            out.price(out.count, None);
             return out;
         }
     };
-    let Some((m, written_count)) = found.into_iter().next() else {
-        out.reasons.push(format!("its GPU `{}` names no GPU", offer.gpu));
-        return out;
-    };
-    let gpu = m.chosen;
+    out.notes.extend(named);
     let count = offer.count.unwrap_or(written_count).max(1);
     out.count = count;
     out.gpu = Some(gpu.name.clone());
+    out.memory_gib = Some(gpu.memory_gib);
     let est = |s: &Settings| super::estimate::estimate(model, s);
     let f = fit::fit_gpu(
         gpu,
@@ -283,6 +502,16 @@ fn judge_offer(
     out.fits = f.fits;
     out.headroom_bytes = Some(f.headroom_bytes);
     out.hours = f.hours;
+    out.shard = Some(f.shard);
+    if o.tokens.is_some() && f.hours.is_none() {
+        out.unranked_on_time = true;
+        out.notes.push(format!(
+            "unranked on time: compat-db has no BF16 TFLOPS figure for the {}, so the run's hours and cost are \
+             unknown; it ranks after the offers whose run cost is known, by price per machine-hour, which says \
+             nothing of what the run costs",
+            gpu.name
+        ));
+    }
     if !f.fits {
         out.reasons.push(format!(
             "does not fit: {:.1} GiB per GPU at {count} GPU(s), the {} has {:.0} GiB",
@@ -310,11 +539,16 @@ fn judge_offer(
         ));
     }
     out.stack = Some(stack);
-    let (nvlink, rdma) = offers::listed_links(offer.interconnect.as_deref());
-    if count > 1 && f.shard != Shard::None && nvlink == Some(false) {
-        out.reasons.push(
-            "its GPUs are linked by PCIe only, and the model is split across them, which wants NVLink".into(),
-        );
+    let (listed_nvlink, rdma) = offers::listed_links(offer.interconnect.as_deref());
+    if count > 1 {
+        let (all, note) = judged_nvlink(gpu, count, listed_nvlink, offer.interconnect.as_deref());
+        out.nvlink = Some(all);
+        out.notes.extend(note);
+        if f.shard != Shard::None && !all {
+            let p = pcie_parallelism(settings.method, f.shard, count.min(fit::GPUS_PER_NODE));
+            out.notes.push(p.clone());
+            out.parallelism = Some(p);
+        }
     }
     if count > fit::GPUS_PER_NODE && rdma == Some(false) {
         out.reasons
@@ -328,6 +562,7 @@ fn judge_offer(
             match e.set_flag(Item::Memory, ram) {
                 Ok(()) => {
                     if let Some(gib) = e.memory.map(|s| s.value) {
+                        out.ram_gib = Some(gib);
                         if gib < ram_needed as f64 {
                             out.reasons
                                 .push(format!("RAM {ram} is below the {ram_needed} GiB the plan asks"));
@@ -346,6 +581,7 @@ fn judge_offer(
             match e.set_flag(Item::Disk, size) {
                 Ok(()) => {
                     if let Some(gb) = e.disk.map(|s| s.value) {
+                        out.disk_gb = Some(gb);
                         if gb < m.disk_gb as f64 {
                             out.reasons
                                 .push(format!("disk {disk} is below the {} GB the plan asks", m.disk_gb));
@@ -357,11 +593,14 @@ fn judge_offer(
                     .push(format!("its disk `{disk}` cannot be read as a size")),
             }
         }
+        if let Some(n) = offer.cpus {
+            if n < m.cpu_cores {
+                out.reasons
+                    .push(format!("{n} CPUs are below the {} the plan asks", m.cpu_cores));
+            }
+        }
     }
-    out.cost = match (out.hours, offer.price_per_hour) {
-        (Some(h), Some(p)) => Some(fit::cents(h * p)),
-        _ => None,
-    };
+    out.price(count, out.hours);
     out
 }
 
@@ -376,27 +615,93 @@ fn ask(o: &Options) -> fit::Ask {
     }
 }
 
+/// What the plan settles on, for the machine and the order: the best offer that fits,
+/// runs a stack and falls short in nothing, else the first GPU that fits.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Pick {
+    /// The offer's name, when the pick is an offer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offer: Option<String>,
+    /// The GPU record.
+    pub gpu: String,
+    /// How many.
+    pub count: u32,
+    /// Memory per GPU, GiB, as judged.
+    pub memory_gib: f64,
+    /// How the model states split over them.
+    pub shard: Shard,
+    /// What NVLink the GPU can have (compat-db).
+    pub gpu_nvlink: Nvlink,
+    /// Every GPU pair joined by NVLink, as judged for an offer from its GPU and listing;
+    /// for a GPU of compat-db, what its record allows.
+    pub nvlink: bool,
+    /// The stack, with the driver floor its order asks for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stack: Option<FitStack>,
+    /// CPUs as the offer lists them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<u32>,
+    /// RAM as the offer lists it, GiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ram_gib: Option<f64>,
+    /// Disk as the offer lists it, GB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk_gb: Option<f64>,
+}
+
 /// The plan's pick: the best offer that fits, runs a stack and falls short in nothing, else
-/// the first GPU that fits; its GPU, count and stack.
-fn pick(offers: &[RankedOffer], fits: &[Fit]) -> Option<(String, u32, Option<FitStack>)> {
-    match offers
+/// the first GPU that fits.
+fn pick(db: &Db, offers: &[RankedOffer], fits: &[Fit]) -> Option<Pick> {
+    if let Some(o) = offers
         .iter()
         .find(|o| o.fits && o.stack_runs && o.reasons.is_empty())
     {
-        Some(o) => Some((o.gpu.clone()?, o.count, o.stack.clone())),
-        None => {
-            let f = fits.iter().find(|f| f.fits)?;
-            Some((f.gpu.clone(), f.count, f.stack.clone()))
-        }
+        let name = o.gpu.as_deref()?;
+        let g = db.gpus.iter().find(|g| g.name == name)?;
+        return Some(Pick {
+            offer: Some(o.offer.name.clone()),
+            gpu: g.name.clone(),
+            count: o.count,
+            memory_gib: o.memory_gib.unwrap_or(g.memory_gib),
+            shard: o.shard.unwrap_or(Shard::None),
+            gpu_nvlink: g.nvlink,
+            nvlink: o.nvlink.unwrap_or(false),
+            stack: o.stack.clone(),
+            cpus: o.offer.cpus,
+            ram_gib: o.ram_gib,
+            disk_gb: o.disk_gb,
+        });
+    }
+    let f = fits.iter().find(|f| f.fits)?;
+    let g = db.gpus.iter().find(|g| g.name == f.gpu)?;
+    Some(Pick {
+        offer: None,
+        gpu: f.gpu.clone(),
+        count: f.count,
+        memory_gib: f.memory_bytes as f64 / (1u64 << 30) as f64,
+        shard: f.shard,
+        gpu_nvlink: g.nvlink,
+        nvlink: g.nvlink == Nvlink::Board,
+        stack: f.stack.clone(),
+        cpus: None,
+        ram_gib: None,
+        disk_gb: None,
+    })
+}
+
+/// A number as an order writes it: whole when it is.
+fn whole(v: f64) -> String {
+    if v.fract() == 0.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v}")
     }
 }
 
-/// The order to accept on delivery for the plan's pick: the first offer that fits, runs a
-/// stack and falls short in nothing, else the first fitting GPU. Keys and units as `check --order` reads them.
+/// The order to accept on delivery for the plan's pick ([`Pick`]). Keys and units as
+/// `check --order` reads them; the comments say where each value comes from.
 pub fn order(plan: &Plan) -> Option<String> {
-    let (gpu, count, stack) = pick(&plan.offers, &plan.fits)?;
-    let fit = plan.fits.iter().find(|f| f.gpu == gpu);
-    let memory_gib = fit.map(|f| f.memory_bytes as f64 / (1u64 << 30) as f64);
+    let p = plan.pick.as_ref()?;
     let mut lines = vec![
         format!(
             "# The order gpuenv plan made for {} ({} parameters, {}); check it on delivery with",
@@ -405,26 +710,250 @@ pub fn order(plan: &Plan) -> Option<String> {
             format!("{:?}", plan.settings.method).to_lowercase()
         ),
         "# `gpuenv check --order THIS_FILE`.".to_string(),
-        format!("gpu = \"{gpu}\""),
-        format!("gpus = {count}"),
     ];
-    if let Some(m) = memory_gib {
-        lines.push(format!("gpu_memory = \"{m:.0}GB\""));
+    if let Some(name) = &p.offer {
+        lines.push(format!("# For the offer `{}`.", name.replace('\n', " ")));
     }
-    if let Some(d) = stack.as_ref().and_then(|s| s.min_driver.clone()) {
-        lines.push(format!("driver = \">={d}\""));
+    lines.push(format!("gpu = \"{}\"", p.gpu));
+    lines.push(format!("gpus = {}", p.count));
+    lines.push(format!("gpu_memory = \"{:.0}GB\"", p.memory_gib));
+    if let Some(f) = p.stack.as_ref().and_then(|s| s.driver_floor.as_ref()) {
+        lines.push(format!("# The driver floor comes from {}.", f.why));
+        lines.push(format!("driver = \">={}\"", f.driver));
     }
     if let Some(m) = &plan.machine {
-        lines.push(format!("cpus = {}", m.cpu_cores));
-        lines.push(format!("memory = \"{}GiB\"", m.ram_gib));
-        lines.push(format!("disk = \"{}GB\"", m.disk_gb.max(1)));
+        let listed = p.cpus.is_some() || p.ram_gib.is_some() || p.disk_gb.is_some();
+        if listed {
+            lines.push(
+                "# CPUs, memory and disk as the offer lists them (at least what the plan needs), so that a short \
+                 delivery fails."
+                    .to_string(),
+            );
+        }
+        let cpus = p.cpus.map_or(m.cpu_cores, |c| c.max(m.cpu_cores));
+        let ram = p.ram_gib.map_or(m.ram_gib as f64, |r| r.max(m.ram_gib as f64));
+        let disk = p
+            .disk_gb
+            .map_or(m.disk_gb.max(1) as f64, |d| d.max(m.disk_gb as f64));
+        lines.push(format!("cpus = {cpus}"));
+        lines.push(format!("memory = \"{}GiB\"", whole(ram)));
+        lines.push(format!("disk = \"{}GB\"", whole(disk)));
     }
-    let shard = fit.map_or(plan.settings.shard, |f| f.shard);
-    if count > 1 && count <= fit::GPUS_PER_NODE && shard != Shard::None {
-        lines.push("nvlink = \"all\"".into());
+    let split = p.count > 1 && p.shard != Shard::None;
+    if split && p.count <= fit::GPUS_PER_NODE {
+        match (p.gpu_nvlink, p.nvlink) {
+            (Nvlink::Board, true) => {
+                lines.push(format!(
+                    "# The model is split across the GPUs and the {} is a module on an NVLink board: every pair \
+                     linked.",
+                    p.gpu
+                ));
+                lines.push("nvlink = \"all\"".into());
+            }
+            (gpu_nvlink, _) => {
+                lines.push(format!(
+                    "# The model is split across the GPUs, which PCIe joins ({}): no NVLink is asked; every pair \
+                     must reach the others over PCIe.",
+                    match gpu_nvlink {
+                        Nvlink::None => format!("the {} has no NVLink", p.gpu),
+                        Nvlink::Bridge => format!("NVLink bridges join pairs of {} cards at most", p.gpu),
+                        Nvlink::Board => "the offer lists PCIe".to_string(),
+                    }
+                ));
+                lines.push("topology = \"pcie\"".into());
+            }
+        }
     }
-    if count > fit::GPUS_PER_NODE {
+    if p.count > fit::GPUS_PER_NODE {
         lines.push("rdma = true".into());
     }
     Some(lines.join("\n") + "\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(method: Method) -> Settings {
+        Settings {
+            method,
+            ..Settings::default()
+        }
+    }
+
+    fn shape(params: u64) -> ModelShape {
+        ModelShape {
+            params,
+            active_params: params,
+            source: "test".into(),
+            ..ModelShape::default()
+        }
+    }
+
+    fn options(offers: Vec<Offer>) -> Options {
+        Options {
+            mfu: fit::DEFAULT_MFU,
+            keep_checkpoints: 1,
+            offers,
+            ..Options::default()
+        }
+    }
+
+    /// Without a driver the floor is the lowest of the stacks that run natively, not the
+    /// newest stack's; with one it is at most that driver, and the newest torch it runs.
+    #[test]
+    fn the_driver_floor_runs_on_the_most_drivers() {
+        let db = Db::embedded().unwrap();
+        let g = db.gpu("RTX 4090").unwrap();
+        let q = Query::default();
+        let s = stack_for(db, &q, g, 8, None);
+        let f = s.driver_floor.clone().unwrap();
+        let floor: crate::model::DriverVersion = f.driver.parse().unwrap();
+        let newest: crate::model::DriverVersion = s.min_driver.as_deref().unwrap().parse().unwrap();
+        assert!(floor < newest, "{f:?} vs the newest stack's {newest}");
+        assert!(
+            f.why
+                .contains("the lowest CUDA whose builds run the RTX 4090 natively"),
+            "{}",
+            f.why
+        );
+        assert!(
+            f.why
+                .contains(&format!("the newest, torch {}", s.torch.as_deref().unwrap())),
+            "{}",
+            f.why
+        );
+        // No stack that runs natively has a lower floor.
+        let mut all = q.clone();
+        all.gpus = vec![GpuAsk {
+            gpu: g.clone(),
+            count: 8,
+        }];
+        for st in crate::resolve::resolve(db, &all)
+            .stacks
+            .iter()
+            .filter(|st| st.status == Status::Compatible)
+        {
+            if let Some(d) = st.needs.driver_native.as_deref() {
+                assert!(d.parse::<crate::model::DriverVersion>().unwrap() >= floor, "{d}");
+            }
+        }
+        // On a listed driver: the newest torch it runs natively, whose floor is at most it.
+        let d: crate::model::DriverVersion = "535.86.05".parse().unwrap();
+        let s = stack_for(db, &q, g, 8, Some(d.clone()));
+        let f = s.driver_floor.unwrap();
+        assert!(
+            f.driver.parse::<crate::model::DriverVersion>().unwrap() <= d,
+            "{f:?}"
+        );
+        assert_eq!(Some(f.torch.clone()), s.torch, "the best stack on that driver");
+        assert!(
+            f.why.contains("the newest build driver 535.86.05 runs natively"),
+            "{}",
+            f.why
+        );
+    }
+
+    /// A listing cannot give NVLink to a GPU that has none, nor bridges to all of eight.
+    #[test]
+    fn nvlink_is_judged_from_the_record() {
+        let db = Db::embedded().unwrap();
+        let rtx = db.gpu("RTX 4090").unwrap();
+        let bridge = db.gpus.iter().find(|g| g.nvlink == Nvlink::Bridge).unwrap();
+        let board = db.gpu("H100 SXM").unwrap();
+        let (all, note) = judged_nvlink(rtx, 8, Some(true), Some("NVLink"));
+        assert!(!all);
+        assert!(
+            note.unwrap()
+                .contains("has no NVLink (compat-db): judged as PCIe")
+        );
+        assert_eq!(judged_nvlink(rtx, 8, None, None), (false, None));
+        let (all, note) = judged_nvlink(bridge, 8, Some(true), Some("NVLink"));
+        assert!(!all);
+        assert!(note.unwrap().contains("join pairs of cards, never all 8"));
+        assert_eq!(judged_nvlink(bridge, 2, Some(true), Some("NVLink")), (true, None));
+        assert_eq!(judged_nvlink(board, 8, None, None), (true, None));
+        assert_eq!(judged_nvlink(board, 8, Some(false), Some("PCIe")), (false, None));
+    }
+
+    #[test]
+    fn a_memory_size_in_a_gpu_name() {
+        assert_eq!(
+            memory_in_name("8卡 RTX 4090 48G"),
+            Some(("8卡 RTX 4090".to_string(), 48.0))
+        );
+        assert_eq!(
+            memory_in_name("RTX 4090 48GB"),
+            Some(("RTX 4090".to_string(), 48.0))
+        );
+        assert_eq!(memory_in_name("8x H800"), None);
+        let db = Db::embedded().unwrap();
+        let (g, n, note) = gpu_of_listing(db, "8x RTX 4090 48GB").unwrap();
+        assert_eq!((g.name.as_str(), n), ("RTX 4090", 8));
+        assert!(
+            note.unwrap()
+                .contains("48 GB, a size NVIDIA does not sell the RTX 4090 with (24 GB")
+        );
+        let (g, _, note) = gpu_of_listing(db, "RTX 4090 24GB").unwrap();
+        assert_eq!((g.name.as_str(), note), ("RTX 4090", None));
+        assert!(gpu_of_listing(db, "RTX 9999 48GB").is_err());
+    }
+
+    /// The order: NVLink for a split over board modules; nothing of it for cards that have
+    /// none, or bridges; the offer's listed CPUs, RAM and disk.
+    #[test]
+    fn the_order_asks_what_the_gpu_can_have() {
+        let db = Db::embedded().unwrap();
+        let offer = |gpu: &str, interconnect: &str| Offer {
+            name: gpu.into(),
+            gpu: gpu.into(),
+            driver: Some("550".into()),
+            interconnect: Some(interconnect.into()),
+            ram: Some("1TB".into()),
+            disk: Some("8TB NVMe".into()),
+            cpus: Some(96),
+            ..Offer::default()
+        };
+        let mut s = settings(Method::Full);
+        s.gpus = 8;
+        s.shard = Shard::Zero3;
+        let plan_for = |o: Offer| {
+            let mut opts = options(vec![o]);
+            opts.gpus = Some(8);
+            plan(db, shape(7_000_000_000), s.clone(), &opts)
+        };
+        let p = plan_for(offer("8x H100 SXM", "NVLink"));
+        let text = order(&p).unwrap();
+        assert!(text.contains("nvlink = \"all\"\n"), "{text}");
+        assert!(
+            text.contains("cpus = 96\nmemory = \"1024GiB\"\ndisk = \"8000GB\"\n"),
+            "{text}"
+        );
+        assert!(text.contains("# For the offer `8x H100 SXM`."), "{text}");
+        let p = plan_for(offer("8x RTX 4090", "NVLink"));
+        assert_eq!(p.offers[0].nvlink, Some(false));
+        let text = order(&p).unwrap();
+        assert!(!text.contains("nvlink"), "{text}");
+        assert!(text.contains("topology = \"pcie\"\n"), "{text}");
+        assert!(text.contains("the RTX 4090 has no NVLink"), "{text}");
+        let bridge = db
+            .gpus
+            .iter()
+            .find(|g| g.nvlink == Nvlink::Bridge && g.memory_gib >= 24.0)
+            .unwrap();
+        let p = plan_for(offer(&format!("8x {}", bridge.name), "NVLink bridge"));
+        let text = order(&p).unwrap();
+        assert!(!text.contains("nvlink ="), "{text}");
+        assert!(text.contains("NVLink bridges join pairs"), "{text}");
+        // Listed RAM below the plan's: falls short, and the order is the fit's minimum.
+        let mut short = offer("8x H100 SXM", "NVLink");
+        short.ram = Some("64GB".into());
+        let p = plan_for(short);
+        assert!(
+            p.offers[0].reasons[0].starts_with("RAM 64GB is below"),
+            "{:?}",
+            p.offers[0].reasons
+        );
+        assert_eq!(p.pick.as_ref().unwrap().offer, None);
+    }
 }

@@ -215,6 +215,32 @@ pub enum Trainer {
     Unsloth,
 }
 
+impl Default for Settings {
+    /// The command's defaults: full training in mixed precision with AdamW, 2048 tokens, a
+    /// micro-batch of 1, gradient checkpointing, FlashAttention, one GPU.
+    fn default() -> Self {
+        Settings {
+            method: Method::Full,
+            precision: Precision::Mixed,
+            optimizer: Optimizer::Adamw,
+            seq_len: 2048,
+            batch: 1,
+            checkpointing: true,
+            gpus: 1,
+            shard: Shard::None,
+            tp: 1,
+            pp: 1,
+            lora_rank: 16,
+            attention: Attention::Flash,
+            engine: Engine::Hf,
+            trainer: Trainer::Hf,
+            offload: Offload::None,
+            optimizer_in_backward: false,
+            engine_memory_percent: None,
+        }
+    }
+}
+
 fn one() -> u32 {
     1
 }
@@ -298,10 +324,25 @@ pub struct FitStack {
     /// The build's CUDA.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cuda: Option<String>,
-    /// The oldest driver the build runs natively on, for the order.
+    /// The oldest driver the build runs natively on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_driver: Option<String>,
+    /// The driver the order asks for, and the stack it comes from: not always this one
+    /// (the newest build needs the newest driver, which few rented hosts have).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver_floor: Option<DriverFloor>,
     /// Why none runs, when none does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub why: Option<String>,
+}
+
+/// The driver floor an order asks for: the oldest driver a chosen stack runs natively on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DriverFloor {
+    /// The driver, at least (`520.61.05`).
+    pub driver: String,
+    /// The stack it comes from (`2.7.1+cu118`).
+    pub torch: String,
+    /// Why that stack, in a sentence.
+    pub why: String,
 }

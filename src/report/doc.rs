@@ -471,6 +471,14 @@ pub struct PlanDoc {
     /// With `--offers`: the offers, best first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub offers: Vec<crate::plan::offers::RankedOffer>,
+    /// With offers priced in more than one currency: the sentence saying that their costs
+    /// are ranked within each currency, never across.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offers_note: Option<String>,
+    /// What the machine and the order are for: the best offer that falls short in nothing,
+    /// else the first GPU that fits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pick: Option<crate::plan::run::Pick>,
     /// The order `--order-out` writes (TOML), when a GPU fits.
     pub order: Option<String>,
 }

@@ -9,6 +9,7 @@ use std::io::{self, Write};
 use super::doc::{PlanDoc, PlanMemory};
 use super::{SCHEMA_VERSION, Styles, write_json};
 use crate::model::PartialDate;
+use crate::plan::offers::money;
 use crate::plan::run::{Options, Plan};
 
 /// How many fitting GPUs the terminal report lists without `--all`.
@@ -51,6 +52,8 @@ pub fn plan(
                 machine: p.machine.clone(),
                 assumptions,
                 offers: p.offers.clone(),
+                offers_note: crate::plan::offers::currencies_note(&p.offers),
+                pick: p.pick.clone(),
                 order,
             },
         );
@@ -159,7 +162,12 @@ pub fn plan(
         if let Some(h) = f.hours {
             write!(out, ", {h:.1} h")?;
             if let Some(price) = o.price_per_gpu_hour {
-                write!(out, ", {:.0} at {price}/GPU-hour", h * price * f64::from(f.count))?;
+                write!(
+                    out,
+                    ", {} at {}/GPU-hour",
+                    money(o.currency, h * price * f64::from(f.count)),
+                    money(o.currency, price)
+                )?;
             }
         }
         writeln!(out)?;
@@ -204,19 +212,39 @@ pub fn plan(
         writeln!(out)?;
         writeln!(out, "offers, best first:")?;
         for (i, r) in p.offers.iter().enumerate() {
+            let price = match (r.price_per_machine_hour, r.price_per_gpu_hour) {
+                (Some(m), Some(g)) if r.count > 1 => format!(
+                    ", {}/machine-hour ({}/GPU-hour)",
+                    money(r.currency, m),
+                    money(r.currency, g)
+                ),
+                (Some(m), _) => format!(", {}/hour", money(r.currency, m)),
+                _ => String::new(),
+            };
+            let run = match (r.hours, r.cost) {
+                (Some(h), Some(c)) => format!(", run {h:.1} h, {}", money(r.currency, c)),
+                (Some(h), None) => format!(", run {h:.1} h"),
+                _ if r.unranked_on_time => ", unranked on time".to_string(),
+                _ => String::new(),
+            };
             writeln!(
                 out,
-                "  {}. {}: {}x {}{}{}",
+                "  {}. {}: {}x {}{price}{run}{}",
                 i + 1,
                 r.offer.name,
                 r.count,
                 r.gpu.as_deref().unwrap_or(&r.offer.gpu),
-                r.cost.map(|c| format!(", run {c:.0}")).unwrap_or_default(),
                 if r.reasons.is_empty() { "" } else { ": falls short" }
             )?;
             for why in &r.reasons {
                 writeln!(out, "       - {why}")?;
             }
+            for note in &r.notes {
+                writeln!(out, "       note: {note}")?;
+            }
+        }
+        if let Some(note) = crate::plan::offers::currencies_note(&p.offers) {
+            writeln!(out, "  ({note})")?;
         }
     }
     writeln!(out)?;

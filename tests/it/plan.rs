@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use crate::support::{fixture, gpuenv, json};
+use crate::support::{fixture, gpuenv, json, trimmed_db};
 
 fn plan(args: &[&str]) -> (i32, Value) {
     let mut a = vec!["plan"];
@@ -142,13 +142,35 @@ fn offers_are_ranked_with_reasons() {
             .starts_with("no stack runs on it: driver 470"),
         "{doc:#}"
     );
+    // The PCIe box is kept, not disqualified: it says the parallelism its links force and
+    // the slowdown, and ranks after the NVLink node whose cost is known.
     let pcie = by("cheap-pcie");
+    assert_eq!(pcie["reasons"], serde_json::json!([]), "{pcie:#}");
+    assert_eq!(pcie["nvlink"], false, "{pcie:#}");
     assert!(
-        pcie["reasons"]
+        pcie["notes"]
             .as_array()
             .unwrap()
             .iter()
             .any(|r| r.as_str().unwrap().contains("PCIe only")),
+        "{pcie:#}"
+    );
+    let parallelism = pcie["parallelism"].as_str().unwrap();
+    assert!(parallelism.contains("pipeline parallelism"), "{parallelism}");
+    assert!(parallelism.contains("101 s with NVLink, 131 s"), "{parallelism}");
+    assert!(
+        pcie["cost"].as_f64().unwrap() < by("sxm-node")["cost"].as_f64().unwrap(),
+        "cheaper, yet after the node whose links the split wants: {doc:#}"
+    );
+    // `2.40` with no unit, for 4 GPUs: the whole offer's hour, and said so.
+    assert_eq!(pcie["price_unit"], "machine-hour");
+    assert_eq!(pcie["price_per_gpu_hour"], 0.6);
+    assert!(
+        pcie["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r.as_str().unwrap().contains("says only \"per hour\"")),
         "{pcie:#}"
     );
     assert!(by("tiny")["fits"] == false);
@@ -159,6 +181,281 @@ fn offers_are_ranked_with_reasons() {
             .starts_with("does not fit")
     );
     assert!(by("sxm-node")["cost"].as_f64().unwrap() > 0.0);
+}
+
+/// A copy of compat-db in which the H800 and the H20 carry BF16 TFLOPS figures and the
+/// A800 none, so that the ranking by the run's cost does not hang on which figures the
+/// shipped records carry today. The figures: the H800 is the H100 SXM's GH100 SXM5 board
+/// with its NVLink cut (the record's notes), so the H100 SXM's dense 989.5; the H20's dense
+/// FP16/BF16 is 148 TFLOPS as third-party tables give it (NVIDIA publishes no datasheet).
+fn db_with_tflops() -> tempfile::TempDir {
+    let db = trimmed_db(&[]);
+    for (file, tflops) in [
+        ("gpu/h800.toml", Some("989.5")),
+        ("gpu/h20.toml", Some("148")),
+        ("gpu/a800-80gb-sxm.toml", None),
+    ] {
+        let path = db.path().join(file);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let mut lines: Vec<String> = text
+            .lines()
+            .filter(|l| !l.starts_with("bf16_tflops"))
+            .map(str::to_string)
+            .collect();
+        if let Some(v) = tflops {
+            let at = lines.iter().position(|l| l.starts_with("segment =")).unwrap();
+            lines.insert(at + 1, format!("bf16_tflops = {v}"));
+        }
+        std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    }
+    db
+}
+
+/// Chinese listings, 8 GPUs each, priced per machine-hour or per card-hour in yuan: ranked
+/// by the run's cost, not by the price per hour. The H20 rents for about half the H800's
+/// hour but computes at about a seventh of its rate, so its run costs about 3.5x as much.
+#[test]
+fn cny_offers_are_ranked_by_the_runs_cost() {
+    let db = db_with_tflops();
+    let offers = fixture("plan/offers-cny.csv");
+    let run = gpuenv(&[
+        "--db",
+        db.path().to_str().unwrap(),
+        "plan",
+        "--model",
+        "Llama-2-7B",
+        "--method",
+        "full",
+        "--checkpointing",
+        "--tokens",
+        "1B",
+        "--offers",
+        offers.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let doc = json(&run);
+    let ranked = doc["offers"].as_array().unwrap();
+    let names: Vec<&str> = ranked
+        .iter()
+        .map(|o| o["offer"]["name"].as_str().unwrap())
+        .collect();
+    // Run cost known and NVLink as the split wants; then the PCIe boxes whose time leaves the
+    // PCIe traffic out; then the A800, whose GPU has no TFLOPS figure.
+    assert_eq!(
+        names,
+        [
+            "h800-整机",
+            "h20-8卡",
+            "4090-pcie",
+            "4090-nvlink",
+            "4090-48g",
+            "a800-整机"
+        ],
+        "{doc:#}"
+    );
+    let by = |n: &str| ranked.iter().find(|o| o["offer"]["name"] == n).unwrap();
+    let (h800, h20) = (by("h800-整机"), by("h20-8卡"));
+    let f = |o: &Value, k: &str| o[k].as_f64().unwrap_or_else(|| panic!("{k}: {o:#}"));
+    assert!(f(h20, "price_per_machine_hour") < f(h800, "price_per_machine_hour"));
+    let ratio = f(h20, "cost") / f(h800, "cost");
+    assert!((3.3..3.6).contains(&ratio), "H20 run / H800 run = {ratio}");
+    for o in ranked {
+        assert_eq!(o["currency"], "CNY", "{o:#}");
+        assert_eq!(o["offer"]["currency"], "CNY", "{o:#}");
+        if let Some(cost) = o["cost"].as_f64() {
+            // The run's cost: hours x the price of the whole machine for an hour.
+            let want = f(o, "hours") * f(o, "price_per_machine_hour");
+            assert!((cost - want).abs() < 0.02 * want.max(1.0), "{o:#}");
+        }
+    }
+    assert_eq!(h800["price_unit"], "machine-hour");
+    assert_eq!(h800["offer"]["price_per_hour"], 120.0);
+    // `¥1.98/卡时`: per card-hour, 8 cards.
+    let pcie = by("4090-pcie");
+    assert_eq!(pcie["price_unit"], "gpu-hour");
+    assert_eq!(pcie["price_per_machine_hour"], 15.84);
+    assert_eq!(pcie["offer"]["cpus"], 64);
+    // NVLink claimed on cards that have none: said, and judged as PCIe.
+    let claimed = by("4090-nvlink");
+    assert_eq!(claimed["nvlink"], false, "{claimed:#}");
+    assert!(claimed["parallelism"].is_string(), "{claimed:#}");
+    let notes = claimed["notes"].to_string();
+    assert!(notes.contains("the RTX 4090 has no NVLink"), "{notes}");
+    assert!(notes.contains("judged as PCIe"), "{notes}");
+    // A memory size NVIDIA does not sell the card with: flagged, judged at the record's.
+    let modded = by("4090-48g");
+    assert_eq!(modded["gpu"], "RTX 4090");
+    assert_eq!(modded["memory_gib"], 24.0);
+    assert!(
+        modded["notes"]
+            .to_string()
+            .contains("a size NVIDIA does not sell the RTX 4090 with"),
+        "{modded:#}"
+    );
+    // No TFLOPS figure: named, placed last, no cost.
+    let a800 = by("a800-整机");
+    assert_eq!(a800["unranked_on_time"], true, "{a800:#}");
+    assert!(a800.get("cost").is_none(), "{a800:#}");
+    assert!(a800["notes"].to_string().contains("unranked on time"), "{a800:#}");
+    assert!(h800.get("unranked_on_time").is_none(), "{h800:#}");
+    // The order is for the pick, the H800 node, with what its listing says.
+    let order = doc["order"].as_str().unwrap();
+    for want in [
+        "# For the offer `h800-整机`.",
+        "gpu = \"H800\"\ngpus = 8\n",
+        "cpus = 192\n",
+        "memory = \"2048GiB\"\n",
+        "disk = \"8000GB\"\n",
+        "nvlink = \"all\"\n",
+    ] {
+        assert!(order.contains(want), "{want}: {order}");
+    }
+    // On a terminal: the costs carry their currency, and the unranked offer says so.
+    let human = gpuenv(&[
+        "--db",
+        db.path().to_str().unwrap(),
+        "plan",
+        "--model",
+        "Llama-2-7B",
+        "--method",
+        "full",
+        "--checkpointing",
+        "--tokens",
+        "1B",
+        "--offers",
+        offers.to_str().unwrap(),
+    ]);
+    assert!(
+        human
+            .stdout
+            .contains("1. h800-整机: 8x H800, CNY 120.00/machine-hour (CNY 15.00/GPU-hour), run "),
+        "{}",
+        human.stdout
+    );
+    assert!(human.stdout.contains("unranked on time"), "{}", human.stdout);
+}
+
+/// Offers in two currencies: each ranked within its own, and the plan says that costs are
+/// not compared across them.
+#[test]
+fn costs_in_two_currencies_are_not_compared() {
+    let dir = tempfile::tempdir().unwrap();
+    let offers = dir.path().join("offers.toml");
+    std::fs::write(
+        &offers,
+        "[[offer]]\nname = \"cn-dear\"\ngpu = \"8x H100 SXM\"\nprice_per_hour = \"¥200/台/时\"\n\n\
+         [[offer]]\nname = \"us\"\ngpu = \"8x H100 SXM\"\nprice_per_hour = \"$2.49/GPU/hr\"\n\n\
+         [[offer]]\nname = \"cn-cheap\"\ngpu = \"8x H100 SXM\"\nprice_per_hour = 150\ncurrency = \"RMB\"\n\
+         price_unit = \"machine-hour\"\n",
+    )
+    .unwrap();
+    let (_, doc) = plan(&[
+        "--params",
+        "7B",
+        "--tokens",
+        "1B",
+        "--offers",
+        offers.to_str().unwrap(),
+    ]);
+    let names: Vec<&str> = doc["offers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["offer"]["name"].as_str().unwrap())
+        .collect();
+    // The US offer's CNY-free number (19.92 an hour) is below both, and still not first: the
+    // file names CNY first, and costs are ranked within a currency.
+    assert_eq!(names, ["cn-cheap", "cn-dear", "us"], "{doc:#}");
+    assert_eq!(doc["offers"][2]["currency"], "USD");
+    assert_eq!(doc["offers"][2]["price_per_machine_hour"], 19.92);
+    let note = doc["offers_note"].as_str().unwrap();
+    assert!(
+        note.contains("CNY, USD") && note.contains("never across"),
+        "{note}"
+    );
+}
+
+/// plan -> --order-out -> check --order on the recorded 8x RTX 4090 host (PCIe only, every
+/// pair across the CPU interconnect): the order asks no NVLink a 4090 cannot have, and the
+/// host passes on its interconnect; an offer's listed CPUs that the host lacks fail it.
+#[test]
+fn the_order_for_rtx_4090s_asks_no_nvlink() {
+    let dir = tempfile::tempdir().unwrap();
+    let order = dir.path().join("order.toml");
+    let run = gpuenv(&[
+        "plan",
+        "--model",
+        "Llama-2-7B",
+        "--method",
+        "full",
+        "--checkpointing",
+        "--gpu",
+        "8x RTX 4090",
+        "--gpus",
+        "8",
+        "--shard",
+        "zero3",
+        "--order-out",
+        order.to_str().unwrap(),
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let text = std::fs::read_to_string(&order).unwrap();
+    assert!(!text.contains("nvlink"), "{text}");
+    assert!(text.contains("topology = \"pcie\""), "{text}");
+    // The floor is no newer stack's: the driver the recorded host has (535) meets it.
+    assert!(!text.contains("595.45.04\"\n"), "{text}");
+    assert!(text.contains("# The driver floor comes from torch "), "{text}");
+    let host = fixture("hosts/8x-4090-sys/host.json");
+    let check = |order: &std::path::Path| {
+        let run = gpuenv(&[
+            "check",
+            "--host-facts",
+            host.to_str().unwrap(),
+            "--order",
+            order.to_str().unwrap(),
+            "--json",
+        ]);
+        (run.code, json(&run))
+    };
+    let (code, doc) = check(&order);
+    assert_eq!(doc["accepted"], true, "{doc:#}");
+    assert_eq!(code, 0);
+    let items = doc["acceptance"].to_string();
+    assert!(items.contains("topology"), "{items}");
+    // Through an offer: its listed 64 CPUs go into the order, and the host's 32 fail it,
+    // while its links still pass.
+    let offers = dir.path().join("offers.csv");
+    std::fs::write(
+        &offers,
+        "name,gpu,driver,price_per_hour,interconnect,ram,disk,cpus\n4090,8卡 RTX 4090,535,¥1.98/卡时,NVLink,512GB,2TB,64核\n",
+    )
+    .unwrap();
+    let run = gpuenv(&[
+        "plan",
+        "--model",
+        "Llama-2-7B",
+        "--method",
+        "full",
+        "--checkpointing",
+        "--offers",
+        offers.to_str().unwrap(),
+        "--order-out",
+        order.to_str().unwrap(),
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let text = std::fs::read_to_string(&order).unwrap();
+    assert!(text.contains("cpus = 64\n") && !text.contains("nvlink"), "{text}");
+    let (code, doc) = check(&order);
+    assert_eq!(code, 1, "{doc:#}");
+    let failed: Vec<&str> = doc["acceptance"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["pass"] == false)
+        .map(|a| a["item"].as_str().unwrap())
+        .collect();
+    assert_eq!(failed, ["cpus"], "{doc:#}");
 }
 
 /// plan -> --order-out -> check --order: the order plan writes is one check reads, and the
