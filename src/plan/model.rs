@@ -387,9 +387,8 @@ mod tests {
         assert_eq!(dense_first.params, s.params - moe_mlp + 3 * 2048 * 5632);
     }
 
-    /// Qwen/Qwen3-8B: 8,190,735,360, the model card's "8.2B" (6.95B without the
-    /// embeddings); the checkpoint's index gives `total_size` 16,381,470,720 bytes, all
-    /// bf16, halved. q_norm and k_norm, no biases.
+    /// Qwen/Qwen3-8B: 8,190,735,360, the model card's "8.2B" and "6.95B" without the
+    /// embeddings. q_norm and k_norm, no biases.
     #[test]
     fn qwen3_8b_counts_the_head_norms() {
         let s = count("qwen3-8b.config.json");
@@ -451,9 +450,9 @@ mod tests {
         assert_eq!(s.kv_per_token_layer, Some(2 * 256));
     }
 
-    /// microsoft/Phi-3-mini-4k-instruct: 3,821,079,552, the model card's "3.8B"; its
-    /// index's `total_size` is 7,642,159,104 bytes, bf16, halved. Fused qkv and gate_up
-    /// have the weights of the separate ones; a 2047-token window on every layer.
+    /// microsoft/Phi-3-mini-4k-instruct: 3,821,079,552, the model card's "3.8B". Fused qkv
+    /// and gate_up have the weights of the separate ones; a 2047-token window on every
+    /// layer.
     #[test]
     fn phi3_counts_the_fused_projections() {
         let s = count("phi-3-mini-4k.config.json");

@@ -342,8 +342,8 @@ fn model_records_are_found_as_people_write_their_names() {
         assert_eq!(doc["name"], "Llama-2-70B", "{name}");
         assert!(doc["params"].is_u64(), "params is an integer: {}", doc["params"]);
         assert_eq!(doc["params"].as_u64(), Some(68_976_648_192));
-        assert_eq!(doc["kv_heads"].as_u64(), Some(8));
-        assert_eq!(doc["tied_embeddings"], false);
+        assert_eq!(doc["config"]["num_key_value_heads"].as_u64(), Some(8));
+        assert_eq!(doc["config"]["tie_word_embeddings"], false);
         assert!(doc["sources"].as_array().is_some_and(|s| !s.is_empty()));
     }
     // A mixture of experts carries its active count, an integer too.
@@ -352,7 +352,7 @@ fn model_records_are_found_as_people_write_their_names() {
     let doc = json(&run);
     assert_eq!(doc["params"].as_u64(), Some(46_702_792_704));
     assert_eq!(doc["active_params"].as_u64(), Some(12_879_925_248));
-    assert_eq!(doc["experts"].as_u64(), Some(8));
+    assert_eq!(doc["config"]["num_local_experts"].as_u64(), Some(8));
 
     let run = gpuenv(&["show", "model", "Llama-3-70B"]);
     assert_eq!(run.code, 2);
