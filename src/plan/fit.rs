@@ -573,15 +573,29 @@ pub struct Machine {
 const GUIDE: &str = "the GPU-rental buyer's guides (guide 003): at least 8 cores; RAM at least 64 GB, or 128 GB for \
 several GPUs; disk for the dataset plus checkpoints";
 
-/// The machine for `count` GPUs: the guides' floors, and disk for the dataset and `keep`
-/// checkpoints of `checkpoint_bytes` each (a checkpoint is the weights plus the optimizer
-/// states, whole).
-pub fn machine(count: u32, checkpoint_bytes: u64, dataset_gb: f64, keep: u32) -> Machine {
+/// What a run keeps on disk and loads through CPU memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Storage {
+    /// The model as downloaded: its 16-bit weights.
+    pub base_bytes: u64,
+    /// One checkpoint: weights and optimizer states (full training), or the adapters and
+    /// theirs (LoRA, QLoRA); 0 for inference.
+    pub checkpoint_bytes: u64,
+    /// The checkpoints are adapters beside the base, not the whole model.
+    pub adapters: bool,
+}
+
+/// The machine for `count` GPUs: the guides' floors, RAM to load the model through, and
+/// disk for the dataset, the model as downloaded once, and `keep` checkpoints.
+pub fn machine(count: u32, st: &Storage, dataset_gb: f64, keep: u32) -> Machine {
     let ram_gib = if count > 1 { 128 } else { 64 };
-    // Loading a checkpoint passes it through CPU memory once (torch.load, safetensors).
-    let checkpoint_gib = checkpoint_bytes.div_ceil(1 << 30);
-    let ram = ram_gib.max(checkpoint_gib);
-    let disk = dataset_gb + f64::from(keep) * checkpoint_bytes as f64 / 1e9;
+    // Loading the model or a whole checkpoint passes it through CPU memory once
+    // (torch.load, safetensors).
+    let load = st.base_bytes.max(if st.adapters { 0 } else { st.checkpoint_bytes });
+    let load_gib = load.div_ceil(1 << 30);
+    let ram = ram_gib.max(load_gib);
+    let keep = if st.checkpoint_bytes == 0 { 0 } else { keep };
+    let disk = dataset_gb + st.base_bytes as f64 / 1e9 + f64::from(keep) * st.checkpoint_bytes as f64 / 1e9;
     Machine {
         cpu_cores: 8,
         ram_gib: ram,
@@ -595,7 +609,8 @@ pub fn machine(count: u32, checkpoint_bytes: u64, dataset_gb: f64, keep: u32) ->
             Assumption {
                 what: "RAM".into(),
                 value: format!(
-                    "{ram_gib} GiB ({}), or one checkpoint ({checkpoint_gib} GiB) if larger: loading one passes it through CPU memory",
+                    "{ram_gib} GiB ({}), or the model loaded whole ({load_gib} GiB) if larger: loading passes it through \
+                     CPU memory",
                     if count > 1 { "several GPUs" } else { "one GPU" }
                 ),
                 source: GUIDE.into(),
@@ -603,9 +618,21 @@ pub fn machine(count: u32, checkpoint_bytes: u64, dataset_gb: f64, keep: u32) ->
             Assumption {
                 what: "disk".into(),
                 value: format!(
-                    "the dataset ({dataset_gb} GB, --dataset) plus {keep} checkpoint(s) of {:.0} GB (--keep-checkpoints; \
-                     weights plus optimizer states)",
-                    checkpoint_bytes as f64 / 1e9
+                    "the dataset ({dataset_gb} GB, --dataset), the model as downloaded ({:.0} GB, 16-bit){}",
+                    st.base_bytes as f64 / 1e9,
+                    if keep == 0 {
+                        String::new()
+                    } else {
+                        format!(
+                            " and {keep} checkpoint(s) of {:.1} GB (--keep-checkpoints; {})",
+                            st.checkpoint_bytes as f64 / 1e9,
+                            if st.adapters {
+                                "the adapters and their optimizer states: the base is not saved again"
+                            } else {
+                                "weights plus optimizer states"
+                            }
+                        )
+                    }
                 ),
                 source: GUIDE.into(),
             },
@@ -874,9 +901,33 @@ mod tests {
 
     #[test]
     fn machine_rules() {
-        let m = machine(8, 100_000_000_000, 500.0, 2);
-        assert_eq!((m.cpu_cores, m.ram_gib, m.disk_gb), (8, 128, 700));
-        let m = machine(1, 300 * (1 << 30), 0.0, 1);
-        assert_eq!(m.ram_gib, 300, "a checkpoint larger than the floor");
+        let full = Storage {
+            base_bytes: 14_000_000_000,
+            checkpoint_bytes: 100_000_000_000,
+            adapters: false,
+        };
+        let m = machine(8, &full, 500.0, 2);
+        assert_eq!((m.cpu_cores, m.ram_gib, m.disk_gb), (8, 128, 714));
+        let big = Storage {
+            checkpoint_bytes: 300 * (1 << 30),
+            ..full
+        };
+        assert_eq!(machine(1, &big, 0.0, 1).ram_gib, 300, "a checkpoint larger than the floor");
+        // LoRA of a 70B model keeps the base once (140 GB) and two small adapter
+        // checkpoints, not two whole models (293 GB).
+        let lora = Storage {
+            base_bytes: 140_000_000_000,
+            checkpoint_bytes: 1_000_000_000,
+            adapters: true,
+        };
+        let m = machine(1, &lora, 0.0, 2);
+        assert_eq!((m.disk_gb, m.ram_gib), (142, 131));
+        // Inference keeps the model alone.
+        let serve = Storage {
+            checkpoint_bytes: 0,
+            adapters: false,
+            ..lora
+        };
+        assert_eq!(machine(1, &serve, 0.0, 2).disk_gb, 140);
     }
 }

@@ -195,17 +195,29 @@ fn driver_floor(
     }
 }
 
-/// The bytes one checkpoint takes: the weights and the optimizer states, whole.
-fn checkpoint_bytes(model: &ModelShape, s: &Settings) -> u64 {
+/// What the run keeps on disk: the model as downloaded (16-bit weights, as the Hub serves
+/// them) and one checkpoint: the weights and optimizer states of full training; the
+/// adapters and their optimizer states for LoRA and QLoRA, whose base is not saved again;
+/// nothing for inference.
+fn storage(model: &ModelShape, s: &Settings) -> fit::Storage {
     let mut whole = s.clone();
     whole.gpus = 1;
     whole.shard = Shard::None;
     whole.tp = 1;
     whole.pp = 1;
+    whole.offload = crate::plan::Offload::None;
+    whole.optimizer_in_backward = false;
     let e = super::estimate::estimate(model, &whole);
-    match s.method {
-        Method::Inference => e.per_gpu.weights,
-        _ => e.per_gpu.weights + e.per_gpu.optimizer,
+    let checkpoint = match s.method {
+        Method::Inference => 0,
+        Method::Full => e.per_gpu.weights.saturating_add(e.per_gpu.optimizer),
+        // The adapters' own bytes equal their gradients' (both fp32).
+        Method::Lora | Method::Qlora => e.per_gpu.gradients.saturating_add(e.per_gpu.optimizer),
+    };
+    fit::Storage {
+        base_bytes: model.params.saturating_mul(2),
+        checkpoint_bytes: checkpoint,
+        adapters: matches!(s.method, Method::Lora | Method::Qlora),
     }
 }
 
@@ -261,7 +273,7 @@ pub fn plan(db: &Db, model: ModelShape, mut settings: Settings, o: &Options) -> 
             f.stack = Some(stack);
         }
     }
-    let ckpt = checkpoint_bytes(&model, &settings);
+    let ckpt = storage(&model, &settings);
     let mut assumptions = vec![
         Assumption {
             what: "GPU memory".into(),
@@ -299,7 +311,7 @@ pub fn plan(db: &Db, model: ModelShape, mut settings: Settings, o: &Options) -> 
     let mut ranked: Vec<RankedOffer> = o
         .offers
         .iter()
-        .map(|offer| judge_offer(db, &model, &settings, o, offer, ckpt))
+        .map(|offer| judge_offer(db, &model, &settings, o, offer, &ckpt))
         .collect();
     offers::rank(&mut ranked);
     // The machine around the pick: the best offer that falls short in nothing, else the
@@ -307,7 +319,7 @@ pub fn plan(db: &Db, model: ModelShape, mut settings: Settings, o: &Options) -> 
     let chosen = pick(db, &ranked, &fits);
     let machine = chosen
         .as_ref()
-        .map(|p| fit::machine(p.count, ckpt, o.dataset_gb, o.keep_checkpoints));
+        .map(|p| fit::machine(p.count, &ckpt, o.dataset_gb, o.keep_checkpoints));
     if let Some(m) = &machine {
         assumptions.extend(m.rules.iter().cloned());
     }
@@ -472,7 +484,7 @@ fn judge_offer(
     settings: &Settings,
     o: &Options,
     offer: &Offer,
-    ckpt: u64,
+    ckpt: &fit::Storage,
 ) -> RankedOffer {
     let mut out = RankedOffer::listed(offer);
     let (gpu, written_count, named) = match gpu_of_listing(db, &offer.gpu) {
@@ -556,7 +568,7 @@ fn judge_offer(
     }
     {
         let m = fit::machine(count, ckpt, o.dataset_gb, o.keep_checkpoints);
-        let ram_needed = m.ram_gib.max(ckpt.div_ceil(1 << 30));
+        let ram_needed = m.ram_gib;
         if let Some(ram) = offer.ram.as_deref() {
             let mut e = Expect::default();
             match e.set_flag(Item::Memory, ram) {
