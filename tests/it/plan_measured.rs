@@ -456,4 +456,13 @@ fn the_comparison_table_is_current() {
          cargo test --test it plan_measured, and read the diff",
         path.display()
     );
+    // The README shows the same rows, so what it claims is what the test holds.
+    let readme = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
+        .expect("README.md");
+    let rows = &table[table.find("| case |").expect("the table's header")..];
+    assert!(
+        readme.contains(rows.trim_end()),
+        "README.md's table under 'How `plan` is held to measured runs' is not today's \
+         tests/fixtures/plan/measured-table.md: copy its rows over"
+    );
 }
