@@ -222,7 +222,10 @@ fn settings(a: &PlanArgs) -> Result<Settings, CliError> {
             if n == 0 || n > crate::model::MAX_GPU_COUNT {
                 return Err(usage(
                     flag,
-                    format!("`{n}`: expected a number of GPUs from 1 to {}", crate::model::MAX_GPU_COUNT),
+                    format!(
+                        "`{n}`: expected a number of GPUs from 1 to {}",
+                        crate::model::MAX_GPU_COUNT
+                    ),
                 ));
             }
         }
@@ -245,7 +248,10 @@ fn settings(a: &PlanArgs) -> Result<Settings, CliError> {
     if trainer != crate::plan::Trainer::Hf && method == Method::Inference {
         return Err(usage(
             "--trainer",
-            format!("`{}` trains models: it goes with --method full, lora or qlora", a.trainer),
+            format!(
+                "`{}` trains models: it goes with --method full, lora or qlora",
+                a.trainer
+            ),
         ));
     }
     let offload = match a.offload.as_str() {
@@ -255,7 +261,11 @@ fn settings(a: &PlanArgs) -> Result<Settings, CliError> {
     };
     if method == Method::Inference && (offload != crate::plan::Offload::None || a.optimizer_in_backward) {
         return Err(usage(
-            if a.optimizer_in_backward { "--optimizer-in-backward" } else { "--offload" },
+            if a.optimizer_in_backward {
+                "--optimizer-in-backward"
+            } else {
+                "--offload"
+            },
             "offloads and steps model states of training: it goes with --method full, lora or qlora",
         ));
     }

@@ -14,8 +14,8 @@
 //! rest is said where used.
 
 use super::types::{
-    Assumption, Attention, Engine, Estimate, MemoryTerms, Method, ModelShape, Optimizer, Precision,
-    Offload, Settings, Shard, Trainer,
+    Assumption, Attention, Engine, Estimate, MemoryTerms, Method, ModelShape, Offload, Optimizer, Precision,
+    Settings, Shard, Trainer,
 };
 
 const ZERO_PAPER: &str = "Rajbhandari et al. 2020, ZeRO (arXiv:1910.02054) §3.1";
@@ -176,9 +176,13 @@ pub fn estimate(model: &ModelShape, s: &Settings) -> Estimate {
     let adapter_bytes = 4;
     let weights_all = match s.method {
         Method::Inference
-            if matches!(s.precision, Precision::Int4 | Precision::Int8 | Precision::Fp8) && dims.vocab.is_some() =>
+            if matches!(s.precision, Precision::Int4 | Precision::Int8 | Precision::Fp8)
+                && dims.vocab.is_some() =>
         {
-            let unquantized = dims.vocab.map_or(0, |v| v * dims.hidden * if dims.tied { 1 } else { 2 }).min(params);
+            let unquantized = dims
+                .vocab
+                .map_or(0, |v| v * dims.hidden * if dims.tied { 1 } else { 2 })
+                .min(params);
             notes.add(
                 "weights",
                 format!(
@@ -263,7 +267,9 @@ pub fn estimate(model: &ModelShape, s: &Settings) -> Estimate {
         };
         notes.add(
             "gradients",
-            format!("{param_bytes} bytes per trained parameter ({trained} trained), the parameters' own width"),
+            format!(
+                "{param_bytes} bytes per trained parameter ({trained} trained), the parameters' own width"
+            ),
             format!("{ZERO_PAPER}: 16-bit gradients under mixed precision; 4 bytes for fp32 parameters"),
         );
         let master = match s.precision {
@@ -294,7 +300,8 @@ pub fn estimate(model: &ModelShape, s: &Settings) -> Estimate {
             Optimizer::Adamw => {
                 let (value, source) = if master > 0 {
                     (
-                        "8 bytes per trained parameter: two fp32 moments (K = 12 with the master copy)".to_string(),
+                        "8 bytes per trained parameter: two fp32 moments (K = 12 with the master copy)"
+                            .to_string(),
                         ZERO_PAPER.to_string(),
                     )
                 } else {
@@ -383,7 +390,11 @@ pub fn estimate(model: &ModelShape, s: &Settings) -> Estimate {
     let (weights, gradients, optimizer) = match s.shard {
         Shard::None => (weights_all, gradients_all, optimizer_all),
         Shard::Zero1 => (weights_all, gradients_all, div_ceil(optimizer_all, dp)),
-        Shard::Zero2 => (weights_all, div_ceil(gradients_all, dp), div_ceil(optimizer_all, dp)),
+        Shard::Zero2 => (
+            weights_all,
+            div_ceil(gradients_all, dp),
+            div_ceil(optimizer_all, dp),
+        ),
         Shard::Zero3 | Shard::Fsdp => (
             div_ceil(weights_all, dp),
             div_ceil(gradients_all, dp),
@@ -435,11 +446,19 @@ pub fn estimate(model: &ModelShape, s: &Settings) -> Estimate {
 
     // LoRA and QLoRA gather the frozen weights only; their gradients are the adapters'.
     let lora = matches!(s.method, Method::Lora | Method::Qlora);
-    let (mut weights, mut gradients, mut optimizer) =
-        (weights + gather, gradients + if lora { 0 } else { gather }, optimizer);
+    let (mut weights, mut gradients, mut optimizer) = (
+        weights + gather,
+        gradients + if lora { 0 } else { gather },
+        optimizer,
+    );
     if training && s.optimizer_in_backward && gradients > 0 {
         // Each parameter steps as its gradient arrives: about one layer's gradients at once.
-        let one = div_ceil(dims.largest_layer, tp) * if s.precision == Precision::Fp32 || lora { 4 } else { 2 };
+        let one = div_ceil(dims.largest_layer, tp)
+            * if s.precision == Precision::Fp32 || lora {
+                4
+            } else {
+                2
+            };
         gradients = gradients.min(one + if lora { 0 } else { gather });
         notes.add(
             "gradients, optimizer in the backward pass",
@@ -712,7 +731,10 @@ fn inference_memory(
     // The working set: one chunk of prompt through the widest layer. Transformers runs
     // the whole prompt at once; vLLM and SGLang prefill in chunks.
     let (chunk, engine_text) = match s.engine {
-        Engine::Hf => (seq * batch, "transformers runs the whole prompt (s x b tokens) at once"),
+        Engine::Hf => (
+            seq * batch,
+            "transformers runs the whole prompt (s x b tokens) at once",
+        ),
         Engine::Vllm => (
             (seq * batch).min(8192),
             "vLLM prefills in chunks of at most max_num_batched_tokens (8192)",
@@ -743,7 +765,11 @@ fn inference_memory(
             } else {
                 ""
             },
-            if d.vocab.is_none() { ", vocabulary unknown: 0" } else { "" }
+            if d.vocab.is_none() {
+                ", vocabulary unknown: 0"
+            } else {
+                ""
+            }
         ),
         format!(
             "{AUTOGRAD_LAYER}; {}; transformers' generate computes logits for the last token only \
@@ -769,7 +795,11 @@ fn beyond_exact(d: &Dims, m: &ModelShape, s: &Settings) -> bool {
     let (seq, batch) = (f64::from(s.seq_len), f64::from(s.batch));
     let tokens = seq * batch;
     let (h, a, hd, l) = (f(d.hidden), f(d.heads), f(d.head_dim), f(d.layers));
-    let widths = 12.0 * h + 4.0 * a * hd + 2.0 * f(d.kv_per_token) + 4.0 * a + 8.0 * f(d.active_intermediate)
+    let widths = 12.0 * h
+        + 4.0 * a * hd
+        + 2.0 * f(d.kv_per_token)
+        + 4.0 * a
+        + 8.0 * f(d.active_intermediate)
         + 6.0 * a * seq;
     let vocab = d.vocab.map_or(0.0, f);
     let adapters = f64::from(s.lora_rank) * l * 6.0 * (h + a * hd + d.kv_heads as f64 * hd);
@@ -781,7 +811,8 @@ fn beyond_exact(d: &Dims, m: &ModelShape, s: &Settings) -> bool {
         + 4.0 * f(d.kv_per_token) * l * tokens
         + 8.0 * f(d.largest_layer)
         + 16.0 * h * h * f(d.experts.map_or(1, u128::from)) * f(d.active_intermediate.max(d.hidden));
-    !(bound < 2f64.powi(100))
+    // A NaN bound (it cannot arise from these finite factors) counts as too large.
+    bound.is_nan() || bound >= 2f64.powi(100)
 }
 
 /// Bytes per weight as a fraction: (numerator, denominator).
@@ -901,13 +932,12 @@ impl Dims {
             .filter(|&i| i > 0 && !guessed)
             .map_or(intermediate, u128::from);
         let window = m.sliding_window.filter(|&w| w > 0 && !guessed).map(u128::from);
-        let sliding_layers = m
-            .sliding_layers
-            .map_or(layers, u128::from)
-            .min(layers);
+        let sliding_layers = m.sliding_layers.map_or(layers, u128::from).min(layers);
         // One block: attention (q, o and k, v) and the MLP with every expert.
         let experts = u128::from(m.experts.unwrap_or(1).max(1));
-        let block = 2 * hidden * heads * head_dim + 2 * hidden * kv_heads * head_dim + experts * 3 * hidden * intermediate;
+        let block = 2 * hidden * heads * head_dim
+            + 2 * hidden * kv_heads * head_dim
+            + experts * 3 * hidden * intermediate;
         let embedding = m.vocab.map_or(0, |v| u128::from(v) * hidden);
         let (largest_layer, largest_guessed) = match m.largest_layer_params {
             Some(p) if p > 0 && !guessed => (u128::from(p), false),
@@ -1325,7 +1355,11 @@ mod tests {
         s.trainer = Trainer::Unsloth;
         let e = estimate(&model, &s);
         assert_eq!(e.per_gpu.activations, 2 * 2 * seq * h + layer);
-        let a = e.assumptions.iter().find(|a| a.what.starts_with("activations")).unwrap();
+        let a = e
+            .assumptions
+            .iter()
+            .find(|a| a.what.starts_with("activations"))
+            .unwrap();
         assert!(a.value.contains("offloaded to CPU memory"), "{a:?}");
         // QLoRA under transformers: prepare_model_for_kbit_training keeps the 16-bit
         // embeddings and lm_head in fp32; torchtune keeps them in bf16.
@@ -1344,7 +1378,10 @@ mod tests {
         assert_eq!(engine_share(Engine::Sglang, Method::Inference, 1, None), Some(88));
         assert_eq!(engine_share(Engine::Sglang, Method::Inference, 8, None), Some(81));
         assert_eq!(engine_share(Engine::Vllm, Method::Full, 1, None), None);
-        assert_eq!(engine_share(Engine::Vllm, Method::Inference, 2, Some(100)), Some(100));
+        assert_eq!(
+            engine_share(Engine::Vllm, Method::Inference, 2, Some(100)),
+            Some(100)
+        );
     }
 
     /// The largest inputs the command takes (2^27 tokens, a batch of 2^20, the widest

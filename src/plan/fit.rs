@@ -93,7 +93,13 @@ Megatron-LM splits heads the same way (Shoeybi et al. 2019, arXiv:1909.08053 §3
 /// than one GPU and nothing was asked; for inference, transformers' layer split
 /// (`device_map="auto"`, a pipeline run one stage after the other), or for vLLM and SGLang
 /// the widest valid tensor parallelism within a node and pipeline stages for the rest.
-pub fn layout(model: &ModelShape, s: &Settings, n: u32, tp: Option<u32>, pp: Option<u32>) -> Result<Layout, String> {
+pub fn layout(
+    model: &ModelShape,
+    s: &Settings,
+    n: u32,
+    tp: Option<u32>,
+    pp: Option<u32>,
+) -> Result<Layout, String> {
     let n = n.max(1);
     let layers = model.layers.unwrap_or(u32::MAX);
     let (tp, pp) = match (tp, pp) {
@@ -112,7 +118,13 @@ pub fn layout(model: &ModelShape, s: &Settings, n: u32, tp: Option<u32>, pp: Opt
         },
         (t, p) => {
             let t = t.unwrap_or(1);
-            let p = p.unwrap_or_else(|| if s.method == Method::Inference { n / t.max(1) } else { 1 });
+            let p = p.unwrap_or_else(|| {
+                if s.method == Method::Inference {
+                    n / t.max(1)
+                } else {
+                    1
+                }
+            });
             (t.max(1), p.max(1))
         }
     };
@@ -130,7 +142,9 @@ pub fn layout(model: &ModelShape, s: &Settings, n: u32, tp: Option<u32>, pp: Opt
         ));
     }
     if pp > layers {
-        return Err(format!("{pp} pipeline stages for {layers} layers: a stage needs a layer at least"));
+        return Err(format!(
+            "{pp} pipeline stages for {layers} layers: a stage needs a layer at least"
+        ));
     }
     let dp = n / (tp * pp);
     let shard = if dp > 1 && s.shard == Shard::None && s.method != Method::Inference {
@@ -250,7 +264,10 @@ pub fn interconnect(count: u32, l: &Layout, gpu: &Gpu) -> Option<String> {
                 "NVLink between the GPUs: tensor parallel {} exchanges activations twice a layer",
                 l.tp
             ),
-            Nvlink::Bridge if l.tp == 2 => "an NVLink bridge on each pair: tensor parallel 2 exchanges activations twice a layer".to_string(),
+            Nvlink::Bridge if l.tp == 2 => {
+                "an NVLink bridge on each pair: tensor parallel 2 exchanges activations twice a layer"
+                    .to_string()
+            }
             _ => format!(
                 "PCIe between the GPUs (the {} has no NVLink across {} GPUs): tensor parallel {} exchanges \
                  activations twice a layer over PCIe, which is slower; pipeline stages (--pp) send far less",
@@ -261,7 +278,9 @@ pub fn interconnect(count: u32, l: &Layout, gpu: &Gpu) -> Option<String> {
         "PCIe is enough: pipeline stages hand one activation to the next".to_string()
     } else {
         match (l.shard, gpu.nvlink) {
-            (Shard::None, _) => "PCIe carries data parallelism's gradient all-reduce; NVLink speeds it".to_string(),
+            (Shard::None, _) => {
+                "PCIe carries data parallelism's gradient all-reduce; NVLink speeds it".to_string()
+            }
             (_, Nvlink::Board) => format!(
                 "NVLink between the GPUs: {} gathers each layer's weights and reduces its gradients every step",
                 format!("{:?}", l.shard).to_lowercase()
@@ -454,7 +473,11 @@ fn speed(
             (Some(v), Some(h)) => f64::from(v) * f64::from(h),
             _ => 0.0,
         };
-        let embedding = if model.tied_embeddings == Some(true) { 0.0 } else { table };
+        let embedding = if model.tied_embeddings == Some(true) {
+            0.0
+        } else {
+            table
+        };
         let linear = (read_params(model, s.batch) - embedding - table).max(0.0);
         let head_bytes = if num / den < 2.0 { 2.0 } else { num / den };
         let weights = linear * num / den + table * head_bytes;
@@ -591,7 +614,9 @@ pub fn machine(count: u32, st: &Storage, dataset_gb: f64, keep: u32) -> Machine 
     let ram_gib = if count > 1 { 128 } else { 64 };
     // Loading the model or a whole checkpoint passes it through CPU memory once
     // (torch.load, safetensors).
-    let load = st.base_bytes.max(if st.adapters { 0 } else { st.checkpoint_bytes });
+    let load = st
+        .base_bytes
+        .max(if st.adapters { 0 } else { st.checkpoint_bytes });
     let load_gib = load.div_ceil(1 << 30);
     let ram = ram_gib.max(load_gib);
     let keep = if st.checkpoint_bytes == 0 { 0 } else { keep };
@@ -723,7 +748,10 @@ mod tests {
         assert_eq!(f.headroom_bytes, usable as i64 - 56_000_000_000);
         assert_eq!(f.parallelism_text, "data parallel 2, zero3");
         assert!(
-            f.interconnect.as_deref().unwrap().starts_with("NVLink between the GPUs"),
+            f.interconnect
+                .as_deref()
+                .unwrap()
+                .starts_with("NVLink between the GPUs"),
             "{f:?}"
         );
         // A count given is taken, fitting or not.
@@ -806,7 +834,11 @@ mod tests {
             dp: 1,
             shard: Shard::None,
         };
-        assert!(interconnect(3, &pp3, db.gpu("A100 80GB PCIe").unwrap()).unwrap().starts_with("PCIe is enough"));
+        assert!(
+            interconnect(3, &pp3, db.gpu("A100 80GB PCIe").unwrap())
+                .unwrap()
+                .starts_with("PCIe is enough")
+        );
     }
 
     /// The memory a fit is held to: nvidia-smi's total where recorded (H100 80GB HBM3:
@@ -912,7 +944,11 @@ mod tests {
             checkpoint_bytes: 300 * (1 << 30),
             ..full
         };
-        assert_eq!(machine(1, &big, 0.0, 1).ram_gib, 300, "a checkpoint larger than the floor");
+        assert_eq!(
+            machine(1, &big, 0.0, 1).ram_gib,
+            300,
+            "a checkpoint larger than the floor"
+        );
         // LoRA of a 70B model keeps the base once (140 GB) and two small adapter
         // checkpoints, not two whole models (293 GB).
         let lora = Storage {
