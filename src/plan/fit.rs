@@ -12,7 +12,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::estimate::engine_share;
-use super::types::{Assumption, Engine, Estimate, FitStack, Method, ModelShape, Precision, Settings, Shard};
+use super::types::{Assumption, Engine, FitStack, Method, ModelShape, Precision, Settings, Shard};
 use crate::db::records::Gpu;
 
 /// GPUs in one node of the machines rented for training (HGX/DGX boards hold 8): above it
@@ -298,8 +298,14 @@ pub fn interconnect(count: u32, l: &Layout, gpu: &Gpu) -> Option<String> {
     } else {
         let nodes = count.div_ceil(GPUS_PER_NODE);
         Some(format!(
-            "{within}; and RDMA (InfiniBand or RoCE) between the {nodes} nodes: data parallelism across nodes all-reduces \
-             the gradients every step"
+            "{within}; and RDMA (InfiniBand or RoCE) between the {nodes} nodes: {}",
+            if l.tp > GPUS_PER_NODE {
+                "tensor parallelism across nodes exchanges activations twice a layer"
+            } else if l.pp > 1 && l.dp <= 1 {
+                "pipeline stages on different nodes pass activations on"
+            } else {
+                "data parallelism across nodes all-reduces the gradients every step"
+            }
         ))
     }
 }
@@ -330,17 +336,18 @@ fn counts() -> impl Iterator<Item = u32> {
 }
 
 /// How `gpu` holds the estimate: at the count asked, else at the fewest that fit (up to
-/// [`MAX_GPUS`]; when none does, at the most tried).
+/// [`MAX_GPUS`]; when none does, at the most tried). `total` is the estimate's total per
+/// GPU at the settings handed in.
 pub fn fit_gpu(
     gpu: &Gpu,
     model: &ModelShape,
     s: &Settings,
     ask: &Ask,
-    estimate: &dyn Fn(&Settings) -> Estimate,
+    total: &dyn Fn(&Settings) -> u64,
 ) -> Fit {
     let at = |n: u32| -> Option<(u32, Layout, u64, (u64, String))> {
         let l = layout(model, s, n, ask.tp, ask.pp).ok()?;
-        let per_gpu = estimate(&settings_at(s, n, &l)).per_gpu.total;
+        let per_gpu = total(&settings_at(s, n, &l));
         Some((n, l, per_gpu, capacity(gpu, s, l.tp)))
     };
     let chosen = match ask.gpus {
@@ -350,6 +357,17 @@ pub fn fit_gpu(
             let mut last = None;
             let mut found = None;
             for n in counts() {
+                // vLLM and SGLang serve a node's GPUs as one tensor-parallel group: a count
+                // the heads do not divide by (6 GPUs for 128 heads) is not how they run.
+                let serving = s.method == Method::Inference && s.engine != Engine::Hf;
+                if serving
+                    && ask.tp.is_none()
+                    && ask.pp.is_none()
+                    && n <= GPUS_PER_NODE
+                    && !valid_tp(model, n)
+                {
+                    continue;
+                }
                 if let Some(r) = at(n) {
                     if r.2 <= r.3.0 {
                         found = Some(r);
@@ -617,6 +635,10 @@ pub fn machine(count: u32, st: &Storage, dataset_gb: f64, keep: u32) -> Machine 
     let load = st
         .base_bytes
         .max(if st.adapters { 0 } else { st.checkpoint_bytes });
+    // Each node loads the share its GPUs hold.
+    let per_node = count.clamp(1, GPUS_PER_NODE);
+    let load =
+        u64::try_from(u128::from(load) * u128::from(per_node) / u128::from(count.max(1))).unwrap_or(u64::MAX);
     let load_gib = load.div_ceil(1 << 30);
     let ram = ram_gib.max(load_gib);
     let keep = if st.checkpoint_bytes == 0 { 0 } else { keep };
@@ -634,8 +656,8 @@ pub fn machine(count: u32, st: &Storage, dataset_gb: f64, keep: u32) -> Machine 
             Assumption {
                 what: "RAM".into(),
                 value: format!(
-                    "{ram_gib} GiB ({}), or the model loaded whole ({load_gib} GiB) if larger: loading passes it through \
-                     CPU memory",
+                    "{ram_gib} GiB ({}), or the model as a node loads it ({load_gib} GiB) if larger: loading passes \
+                     it through CPU memory",
                     if count > 1 { "several GPUs" } else { "one GPU" }
                 ),
                 source: GUIDE.into(),
@@ -643,7 +665,7 @@ pub fn machine(count: u32, st: &Storage, dataset_gb: f64, keep: u32) -> Machine 
             Assumption {
                 what: "disk".into(),
                 value: format!(
-                    "the dataset ({dataset_gb} GB, --dataset), the model as downloaded ({:.0} GB, 16-bit){}",
+                    "the dataset ({dataset_gb} GB, --dataset), the model as downloaded ({:.0} GB){}",
                     st.base_bytes as f64 / 1e9,
                     if keep == 0 {
                         String::new()
@@ -669,7 +691,7 @@ pub fn machine(count: u32, st: &Storage, dataset_gb: f64, keep: u32) -> Machine 
 mod tests {
     use super::*;
     use crate::db::Db;
-    use crate::plan::types::{Attention, MemoryTerms, Optimizer};
+    use crate::plan::types::{Attention, Optimizer};
 
     fn settings() -> Settings {
         Settings {
@@ -708,19 +730,12 @@ mod tests {
     }
 
     /// Model states of mixed-precision Adam, 16 bytes per parameter, sharded as asked.
-    fn states(params: u64) -> impl Fn(&Settings) -> Estimate {
+    fn states(params: u64) -> impl Fn(&Settings) -> u64 {
         move |s: &Settings| {
             let n = u64::from(s.gpus.max(1));
-            let total = match s.shard {
+            match s.shard {
                 Shard::None => 16 * params,
                 _ => 16 * params / n,
-            };
-            Estimate {
-                per_gpu: MemoryTerms {
-                    total,
-                    ..MemoryTerms::default()
-                },
-                assumptions: Vec::new(),
             }
         }
     }

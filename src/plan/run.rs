@@ -215,7 +215,12 @@ fn storage(model: &ModelShape, s: &Settings) -> fit::Storage {
         Method::Lora | Method::Qlora => e.per_gpu.gradients.saturating_add(e.per_gpu.optimizer),
     };
     fit::Storage {
-        base_bytes: model.params.saturating_mul(2),
+        // Served models download as they run (an FP8 or int4 checkpoint); trained ones in
+        // 16 bits, as the Hub serves them.
+        base_bytes: match s.method {
+            Method::Inference => e.per_gpu.weights,
+            _ => model.params.saturating_mul(2),
+        },
         checkpoint_bytes: checkpoint,
         adapters: matches!(s.method, Method::Lora | Method::Qlora),
     }
@@ -232,7 +237,18 @@ pub fn plan(db: &Db, model: ModelShape, mut settings: Settings, o: &Options) -> 
         settings.gpus = n;
     }
     let estimate = super::estimate::estimate(&model, &settings);
-    let est = |s: &Settings| super::estimate::estimate(&model, s);
+    // The estimate turns on the count and its split, not on the GPU: computed once per
+    // split and shared by every GPU the search tries at that count.
+    let totals = std::cell::RefCell::new(std::collections::HashMap::new());
+    let est = |s: &Settings| -> u64 {
+        let key = (s.gpus, s.tp, s.pp, s.shard);
+        if let Some(&t) = totals.borrow().get(&key) {
+            return t;
+        }
+        let t = super::estimate::estimate(&model, s).per_gpu.total;
+        totals.borrow_mut().insert(key, t);
+        t
+    };
     let gpus: Vec<&Gpu> = if o.only.is_empty() {
         db.gpus.iter().collect()
     } else {
@@ -503,7 +519,7 @@ fn judge_offer(
     out.count = count;
     out.gpu = Some(gpu.name.clone());
     out.memory_gib = Some(gpu.memory_gib);
-    let est = |s: &Settings| super::estimate::estimate(model, s);
+    let est = |s: &Settings| super::estimate::estimate(model, s).per_gpu.total;
     let f = fit::fit_gpu(
         gpu,
         model,

@@ -117,7 +117,7 @@ pub enum Optimizer {
 }
 
 /// Data-parallel sharding of model states across the GPUs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Shard {
     /// Every GPU holds everything.
