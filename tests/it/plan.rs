@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use crate::support::{fixture, gpuenv, json, trimmed_db};
+use crate::support::{fixture, gpuenv, json};
 
 fn plan(args: &[&str]) -> (i32, Value) {
     let mut a = vec!["plan"];
@@ -183,44 +183,13 @@ fn offers_are_ranked_with_reasons() {
     assert!(by("sxm-node")["cost"].as_f64().unwrap() > 0.0);
 }
 
-/// A copy of compat-db in which the H800 and the H20 carry BF16 TFLOPS figures and the
-/// A800 none, so that the ranking by the run's cost does not hang on which figures the
-/// shipped records carry today. The figures: the H800 is the H100 SXM's GH100 SXM5 board
-/// with its NVLink cut (the record's notes), so the H100 SXM's dense 989.5; the H20's dense
-/// FP16/BF16 is 148 TFLOPS as third-party tables give it (NVIDIA publishes no datasheet).
-fn db_with_tflops() -> tempfile::TempDir {
-    let db = trimmed_db(&[]);
-    for (file, tflops) in [
-        ("gpu/h800.toml", Some("989.5")),
-        ("gpu/h20.toml", Some("148")),
-        ("gpu/a800-80gb-sxm.toml", None),
-    ] {
-        let path = db.path().join(file);
-        let text = std::fs::read_to_string(&path).unwrap();
-        let mut lines: Vec<String> = text
-            .lines()
-            .filter(|l| !l.starts_with("bf16_tflops"))
-            .map(str::to_string)
-            .collect();
-        if let Some(v) = tflops {
-            let at = lines.iter().position(|l| l.starts_with("segment =")).unwrap();
-            lines.insert(at + 1, format!("bf16_tflops = {v}"));
-        }
-        std::fs::write(&path, lines.join("\n") + "\n").unwrap();
-    }
-    db
-}
-
 /// Chinese listings, 8 GPUs each, priced per machine-hour or per card-hour in yuan: ranked
 /// by the run's cost, not by the price per hour. The H20 rents for about half the H800's
 /// hour but computes at about a seventh of its rate, so its run costs about 3.5x as much.
 #[test]
 fn cny_offers_are_ranked_by_the_runs_cost() {
-    let db = db_with_tflops();
     let offers = fixture("plan/offers-cny.csv");
     let run = gpuenv(&[
-        "--db",
-        db.path().to_str().unwrap(),
         "plan",
         "--model",
         "Llama-2-7B",
@@ -241,7 +210,7 @@ fn cny_offers_are_ranked_by_the_runs_cost() {
         .map(|o| o["offer"]["name"].as_str().unwrap())
         .collect();
     // Run cost known and NVLink as the split wants; then the PCIe boxes whose time leaves the
-    // PCIe traffic out; then the A800, whose GPU has no TFLOPS figure.
+    // PCIe traffic out; then the L20, whose GPU has no TFLOPS figure in compat-db.
     assert_eq!(
         names,
         [
@@ -250,7 +219,7 @@ fn cny_offers_are_ranked_by_the_runs_cost() {
             "4090-pcie",
             "4090-nvlink",
             "4090-48g",
-            "a800-整机"
+            "l20-整机"
         ],
         "{doc:#}"
     );
@@ -294,10 +263,10 @@ fn cny_offers_are_ranked_by_the_runs_cost() {
         "{modded:#}"
     );
     // No TFLOPS figure: named, placed last, no cost.
-    let a800 = by("a800-整机");
-    assert_eq!(a800["unranked_on_time"], true, "{a800:#}");
-    assert!(a800.get("cost").is_none(), "{a800:#}");
-    assert!(a800["notes"].to_string().contains("unranked on time"), "{a800:#}");
+    let l20 = by("l20-整机");
+    assert_eq!(l20["unranked_on_time"], true, "{l20:#}");
+    assert!(l20.get("cost").is_none(), "{l20:#}");
+    assert!(l20["notes"].to_string().contains("unranked on time"), "{l20:#}");
     assert!(h800.get("unranked_on_time").is_none(), "{h800:#}");
     // The order is for the pick, the H800 node, with what its listing says.
     let order = doc["order"].as_str().unwrap();
@@ -313,8 +282,6 @@ fn cny_offers_are_ranked_by_the_runs_cost() {
     }
     // On a terminal: the costs carry their currency, and the unranked offer says so.
     let human = gpuenv(&[
-        "--db",
-        db.path().to_str().unwrap(),
         "plan",
         "--model",
         "Llama-2-7B",
