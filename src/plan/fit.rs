@@ -213,6 +213,22 @@ pub struct Fit {
 /// the recorded GPUs lose to the driver's reservation, said to be estimated; then the
 /// engine's share of that.
 pub fn capacity(gpu: &Gpu, s: &Settings, tp: u32) -> (u64, String) {
+    (capacity_bytes(gpu, s, tp), capacity_basis(gpu, s, tp))
+}
+
+/// The bytes of [`capacity`], without its words: the search asks it for every count.
+pub fn capacity_bytes(gpu: &Gpu, s: &Settings, tp: u32) -> u64 {
+    let usable = gpu
+        .usable_bytes()
+        .unwrap_or_else(|| sold_bytes(gpu) / 100 * UNRECORDED_USABLE_PERCENT);
+    match engine_share(s.engine, s.method, tp, s.engine_memory_percent) {
+        Some(pct) => usable / 100 * u64::from(pct),
+        None => usable,
+    }
+}
+
+/// Where [`capacity_bytes`] comes from, in words.
+fn capacity_basis(gpu: &Gpu, s: &Settings, tp: u32) -> String {
     let (usable, basis) = match gpu.usable_bytes() {
         Some(b) => (b, format!("{:.2} GiB as nvidia-smi reports it", b as f64 / GIB)),
         None => {
@@ -230,11 +246,12 @@ pub fn capacity(gpu: &Gpu, s: &Settings, tp: u32) -> (u64, String) {
         }
     };
     match engine_share(s.engine, s.method, tp, s.engine_memory_percent) {
-        Some(pct) => (
-            usable / 100 * u64::from(pct),
-            format!("{pct}% of {basis} ({})", engine_name(s.engine)),
+        Some(pct) => format!(
+            "{pct}% of {basis} ({}: {:.2} GiB)",
+            engine_name(s.engine),
+            (usable / 100 * u64::from(pct)) as f64 / GIB
         ),
-        None => (usable, basis),
+        None => basis,
     }
 }
 
@@ -345,10 +362,10 @@ pub fn fit_gpu(
     ask: &Ask,
     total: &dyn Fn(&Settings) -> u64,
 ) -> Fit {
-    let at = |n: u32| -> Option<(u32, Layout, u64, (u64, String))> {
+    let at = |n: u32| -> Option<(u32, Layout, u64, u64)> {
         let l = layout(model, s, n, ask.tp, ask.pp).ok()?;
         let per_gpu = total(&settings_at(s, n, &l));
-        Some((n, l, per_gpu, capacity(gpu, s, l.tp)))
+        Some((n, l, per_gpu, capacity_bytes(gpu, s, l.tp)))
     };
     let chosen = match ask.gpus {
         Some(n) => at(n),
@@ -369,7 +386,7 @@ pub fn fit_gpu(
                     continue;
                 }
                 if let Some(r) = at(n) {
-                    if r.2 <= r.3.0 {
+                    if r.2 <= r.3 {
                         found = Some(r);
                         break;
                     }
@@ -379,7 +396,7 @@ pub fn fit_gpu(
             found.or(last)
         }
     };
-    let (count, l, per_gpu, (memory, basis)) = chosen.unwrap_or_else(|| {
+    let (count, l, per_gpu, memory) = chosen.unwrap_or_else(|| {
         // No layout at all (a tensor-parallel size asked that no count takes): judged at
         // the count asked or one GPU, unsplit, which does not hold it.
         let n = ask.gpus.unwrap_or(1);
@@ -389,8 +406,9 @@ pub fn fit_gpu(
             dp: n,
             shard: s.shard,
         };
-        (n, l, u64::MAX, capacity(gpu, s, 1))
+        (n, l, u64::MAX, capacity_bytes(gpu, s, 1))
     });
+    let basis = capacity_basis(gpu, s, l.tp);
     let headroom = memory as i128 - per_gpu as i128;
     let (hours, decode, prefill) = speed(gpu, model, s, count, &l, ask);
     Fit {

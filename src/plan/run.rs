@@ -115,6 +115,33 @@ fn stack_for(
     }
 }
 
+/// The best stack for each `(gpu, count)`, asked on every core at once: the questions are
+/// independent and the resolver is pure, each thread over its own index of the database.
+fn stacks_at_once(db: &Db, q: &Query, asks: &[(&Gpu, u32)]) -> Vec<FitStack> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, std::num::NonZeroUsize::get)
+        .min(asks.len());
+    if threads <= 1 {
+        return asks.iter().map(|(g, c)| stack_for(db, q, g, *c, None)).collect();
+    }
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = asks
+            .chunks(asks.len().div_ceil(threads))
+            .map(|part| {
+                scope.spawn(move || {
+                    part.iter()
+                        .map(|(g, c)| stack_for(db, q, g, *c, None))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
+    })
+}
+
 /// The driver an order asks for: the floor of the stack that runs on the most drivers
 /// among the good ones (those the resolver finds compatible, natively), so that the order
 /// turns away no host a good stack runs on.
@@ -276,20 +303,34 @@ pub fn plan(db: &Db, model: ModelShape, mut settings: Settings, o: &Options) -> 
     // it may use CUDA forward compatibility, the CPU it sits beside), not on its name or
     // count: GPUs alike share
     // one answer, so a plan over every GPU of compat-db asks it a few times, not ninety.
-    let mut answers: std::collections::HashMap<(String, bool, Option<String>), FitStack> =
-        std::collections::HashMap::new();
+    // Without a driver in the question, forward compatibility decides nothing (it is a
+    // rule about a driver older than the build's CUDA), so GPUs alike in compute
+    // capability and host CPU share one answer: a plan over every GPU of compat-db asks
+    // the resolver 17 times, not ninety, and those questions run on every core at once.
+    let key = |g: &Gpu| {
+        (
+            g.compute_capability.to_string(),
+            o.stack.driver.is_some() && g.forward_compat,
+            g.host_arch.clone(),
+        )
+    };
+    let mut asks: Vec<(&Gpu, u32)> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for f in fits.iter().filter(|f| f.fits) {
+        if let Some(g) = gpus.iter().find(|g| g.name == f.gpu) {
+            if seen.insert(key(g)) {
+                asks.push((g, f.count));
+            }
+        }
+    }
+    let answers: std::collections::HashMap<_, FitStack> = asks
+        .iter()
+        .map(|(g, _)| key(g))
+        .zip(stacks_at_once(db, &o.stack, &asks))
+        .collect();
     for f in fits.iter_mut().filter(|f| f.fits) {
         if let Some(g) = gpus.iter().find(|g| g.name == f.gpu) {
-            let key = (
-                g.compute_capability.to_string(),
-                g.forward_compat,
-                g.host_arch.clone(),
-            );
-            let stack = answers
-                .entry(key)
-                .or_insert_with(|| stack_for(db, &o.stack, g, f.count, None))
-                .clone();
-            f.stack = Some(stack);
+            f.stack = answers.get(&key(g)).cloned();
         }
     }
     let ckpt = storage(&model, &settings);
