@@ -484,8 +484,46 @@ fn bad_input_names_the_field() {
     std::fs::write(&broken, r#"{"model_type": "llama", "hidden_size": 4096}"#).unwrap();
     let offers = dir.path().join("offers.csv");
     std::fs::write(&offers, "gpu,count\n,8\n").unwrap();
+    // Crafted shapes that once wrapped in release builds ("0 parameters", "fits 3x H100").
+    let huge = dir.path().join("huge.json");
+    std::fs::write(
+        &huge,
+        r#"{"model_type": "llama", "vocab_size": 32000, "hidden_size": 4096, "num_hidden_layers": 4294967295,
+            "num_attention_heads": 32, "intermediate_size": 11008}"#,
+    )
+    .unwrap();
+    let wide = dir.path().join("wide.json");
+    std::fs::write(
+        &wide,
+        r#"{"model_type": "llama", "vocab_size": 4294967295, "hidden_size": 4294967295, "num_hidden_layers": 1,
+            "num_attention_heads": 1, "intermediate_size": 1}"#,
+    )
+    .unwrap();
     let out = dir.path().join("order.toml");
     for (args, says) in [
+        (vec!["--model", huge.to_str().unwrap()], "num_hidden_layers"),
+        (vec!["--model", wide.to_str().unwrap()], "hidden_size"),
+        (vec!["--params", "7B", "--seq-len", "4294967295"], "--seq-len"),
+        (vec!["--params", "7B", "--batch", "0"], "--batch"),
+        (vec!["--params", "7B", "--tp", "0"], "--tp"),
+        (vec!["--params", "7B", "--engine", "vllm"], "--engine"),
+        (
+            vec!["--params", "7B", "--method", "inference", "--trainer", "unsloth"],
+            "--trainer",
+        ),
+        (
+            vec![
+                "--params",
+                "7B",
+                "--method",
+                "inference",
+                "--engine",
+                "vllm",
+                "--gpu-memory-utilization",
+                "1.5",
+            ],
+            "--gpu-memory-utilization",
+        ),
         (vec!["--params", "7B", "--method", "swim"], "--method"),
         (vec!["--params", "7Q"], "--params"),
         (vec!["--params", "-7B"], "--params"),
