@@ -970,25 +970,14 @@ mod tests {
     use crate::plan::reference;
     use crate::plan::types::{Attention, Engine};
 
+    /// The command's defaults with checkpointing off: the tests count every layer.
     fn settings(method: Method, precision: Precision, optimizer: Optimizer) -> Settings {
         Settings {
             method,
             precision,
             optimizer,
-            seq_len: 2048,
-            batch: 1,
             checkpointing: false,
-            gpus: 1,
-            shard: Shard::None,
-            tp: 1,
-            pp: 1,
-            lora_rank: 16,
-            attention: Attention::Flash,
-            engine: Engine::Hf,
-            trainer: Trainer::Hf,
-            offload: Offload::None,
-            optimizer_in_backward: false,
-            engine_memory_percent: None,
+            ..Settings::default()
         }
     }
 

@@ -709,28 +709,9 @@ pub fn machine(count: u32, st: &Storage, dataset_gb: f64, keep: u32) -> Machine 
 mod tests {
     use super::*;
     use crate::db::Db;
-    use crate::plan::types::{Attention, Optimizer};
 
     fn settings() -> Settings {
-        Settings {
-            method: Method::Full,
-            precision: Precision::Mixed,
-            optimizer: Optimizer::Adamw,
-            seq_len: 2048,
-            batch: 1,
-            checkpointing: true,
-            gpus: 1,
-            shard: Shard::None,
-            tp: 1,
-            pp: 1,
-            lora_rank: 16,
-            attention: Attention::Flash,
-            engine: Engine::Hf,
-            trainer: crate::plan::Trainer::Hf,
-            offload: crate::plan::Offload::None,
-            optimizer_in_backward: false,
-            engine_memory_percent: None,
-        }
+        Settings::default()
     }
 
     fn shape(heads: u32, kv_heads: u32) -> ModelShape {

@@ -189,7 +189,7 @@ fn offers_are_ranked_with_reasons() {
 #[test]
 fn cny_offers_are_ranked_by_the_runs_cost() {
     let offers = fixture("plan/offers-cny.csv");
-    let run = gpuenv(&[
+    let args = [
         "plan",
         "--model",
         "Llama-2-7B",
@@ -200,8 +200,8 @@ fn cny_offers_are_ranked_by_the_runs_cost() {
         "1B",
         "--offers",
         offers.to_str().unwrap(),
-        "--json",
-    ]);
+    ];
+    let run = gpuenv(&[&args[..], &["--json"]].concat());
     assert_eq!(run.code, 0, "{}", run.stderr);
     let doc = json(&run);
     let ranked = doc["offers"].as_array().unwrap();
@@ -281,18 +281,7 @@ fn cny_offers_are_ranked_by_the_runs_cost() {
         assert!(order.contains(want), "{want}: {order}");
     }
     // On a terminal: the costs carry their currency, and the unranked offer says so.
-    let human = gpuenv(&[
-        "plan",
-        "--model",
-        "Llama-2-7B",
-        "--method",
-        "full",
-        "--checkpointing",
-        "--tokens",
-        "1B",
-        "--offers",
-        offers.to_str().unwrap(),
-    ]);
+    let human = gpuenv(&args);
     assert!(
         human
             .stdout
