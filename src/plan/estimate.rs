@@ -89,14 +89,15 @@ pub fn engine_assumption(engine: Engine) -> Option<Assumption> {
         Engine::Hf => return None,
         Engine::Vllm => (
             "engine, vLLM",
-            "the estimate must fit in 90% of the GPU (--gpu-memory-utilization 0.9); vLLM fills what is left of \
-             that share with cache blocks, so nvidia-smi shows about 90% used whatever the model",
+            "the estimate must fit in vLLM's share of the GPU, 90% by default (--gpu-memory-utilization sets \
+             another); vLLM fills what is left of that share with cache blocks, so nvidia-smi shows the whole share \
+             used whatever the model",
             VLLM_MEMORY,
         ),
         Engine::Sglang => (
             "engine, SGLang",
-            "the estimate must fit in mem_fraction_static of the GPU (0.88 at TP 1 down to 0.81 at TP 8); SGLang \
-             fills the rest of that share with its KV pool",
+            "the estimate must fit in mem_fraction_static of the GPU (by default 0.88 at TP 1 down to 0.81 at TP 8; \
+             --gpu-memory-utilization sets another); SGLang fills the rest of that share with its KV pool",
             SGLANG_MEMORY,
         ),
     };
