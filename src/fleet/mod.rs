@@ -33,6 +33,18 @@ use crate::resolve::{Answer, Query, Severity, Status};
 /// The most bytes read of one report.
 pub const REPORT_CAP: u64 = 32 << 20;
 
+/// How a drift's sentence opens when it breaks multi-node jobs: such drift fails the
+/// report (exit 1) unless `--allow-drift` relaxes its kind.
+pub const FAILS_JOBS: &str = "a multi-node job will fail or hang";
+
+/// Whether drift of `kind` breaks multi-node jobs: its sentence says so, so what the
+/// report prints and what fails it cannot disagree.
+pub fn breaks_jobs(kind: &str) -> bool {
+    DRIFT_KINDS
+        .iter()
+        .any(|(k, breaks)| *k == kind && breaks.starts_with(FAILS_JOBS))
+}
+
 /// Each kind of drift, its stable code and what it breaks, in the order they are listed.
 pub const DRIFT_KINDS: [(&str, &str); 10] = [
     (
@@ -445,6 +457,13 @@ pub struct Drift {
     pub what_it_breaks: String,
     /// Each value, with its nodes, the most common first.
     pub values: Vec<DriftValue>,
+    /// Whether it breaks multi-node jobs ([`breaks_jobs`]), and so fails the report
+    /// unless allowed.
+    #[serde(default)]
+    pub breaks_jobs: bool,
+    /// Whether `--allow-drift` relaxed it: still listed, no longer failing the report.
+    #[serde(default)]
+    pub allowed: bool,
 }
 
 /// A file that could not be merged, and why, in a line.
@@ -471,6 +490,44 @@ pub struct Fleet {
     pub order: Option<Vec<OrderItem>>,
     /// The stack asked, in a line, when it was judged on the nodes.
     pub stack_asked: Option<String>,
+}
+
+impl Fleet {
+    /// Marks drift of each of `kinds` allowed (`--allow-drift`): it no longer fails the
+    /// report.
+    pub fn allow_drift(&mut self, kinds: &[String]) {
+        for d in &mut self.drift {
+            if kinds.contains(&d.kind) {
+                d.allowed = true;
+            }
+        }
+    }
+
+    /// The kinds of drift found that break multi-node jobs and were not allowed: any of
+    /// them fails the report.
+    pub fn failing_drift(&self) -> Vec<String> {
+        self.drift
+            .iter()
+            .filter(|d| d.breaks_jobs && !d.allowed)
+            .map(|d| d.kind.clone())
+            .collect()
+    }
+}
+
+/// Reads `--allow-drift KIND`: only a kind that would fail the report can be relaxed.
+pub fn allowable(kind: &str) -> Result<String, String> {
+    if breaks_jobs(kind) {
+        return Ok(kind.to_string());
+    }
+    let can: Vec<&str> = DRIFT_KINDS
+        .iter()
+        .map(|(k, _)| *k)
+        .filter(|k| breaks_jobs(k))
+        .collect();
+    Err(format!(
+        "invalid --allow-drift `{kind}`: expected a kind of drift that fails the report, one of {}",
+        can.join(", ")
+    ))
 }
 
 fn stem(file: &Path) -> String {
@@ -657,6 +714,8 @@ pub fn drift(nodes: &[NodeSummary]) -> Vec<Drift> {
                 kind: kind.to_string(),
                 what_it_breaks: breaks.to_string(),
                 values,
+                breaks_jobs: breaks_jobs(kind),
+                allowed: false,
             });
         }
     }
@@ -720,6 +779,39 @@ mod tests {
         assert_eq!(d[0].values[0].nodes, ["a", "b"]);
         assert_eq!(d[0].values[1].nodes, ["c"]);
         assert!(drift(&nodes[..2]).is_empty());
+    }
+
+    #[test]
+    fn drift_that_says_jobs_fail_fails_the_report_unless_allowed() {
+        let breaking: Vec<&str> = DRIFT_KINDS
+            .iter()
+            .map(|(k, _)| *k)
+            .filter(|k| breaks_jobs(k))
+            .collect();
+        assert_eq!(breaking, ["nccl", "system-nccl", "torch", "torch-cuda"]);
+        let mut a = node("a", 535, 8);
+        a.torch = vec![TorchSummary {
+            python: "/usr/bin/python3".into(),
+            torch: "2.4.1".into(),
+            cuda: Some("12.4".into()),
+            nccl: Some("2.20.5".into()),
+        }];
+        let mut b = a.clone();
+        b.node = "b".into();
+        b.torch[0].nccl = Some("2.21.5".into());
+        let mut fleet = Fleet {
+            drift: drift(&[a, b]),
+            ..Fleet::default()
+        };
+        assert_eq!(fleet.failing_drift(), ["nccl"]);
+        fleet.allow_drift(&["torch".into()]);
+        assert_eq!(fleet.failing_drift(), ["nccl"], "another kind allowed");
+        fleet.allow_drift(&["nccl".into()]);
+        assert!(fleet.failing_drift().is_empty());
+        assert!(fleet.drift[0].allowed);
+        assert_eq!(allowable("nccl").unwrap(), "nccl");
+        let why = allowable("gpu-count").unwrap_err();
+        assert!(why.contains("nccl, system-nccl, torch, torch-cuda"), "{why}");
     }
 
     #[test]

@@ -361,6 +361,8 @@ mod tests {
                     value: "x".into(),
                     nodes: vec!["a".into()],
                 }],
+                breaks_jobs: crate::fleet::breaks_jobs(kind),
+                allowed: false,
             })
             .collect();
         let groups = drift_groups(&drift);
