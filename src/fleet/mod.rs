@@ -99,8 +99,9 @@ pub struct TorchSummary {
 /// What is kept of one node's report.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeSummary {
-    /// The node's key: its host name, or the file's name without `.json` when the report
-    /// has none.
+    /// The node's name: its host name, or the file's name without `.json` when the report
+    /// has none; `hostname (first 8 of machine_id)` when other machines share the host
+    /// name. Nodes are told apart by `machine_id` where reports have one.
     pub node: String,
     /// The file read.
     pub file: String,
@@ -640,7 +641,11 @@ pub fn merge_judged(files: &[PathBuf], problems: Vec<FileProblem>, judge: &Judge
 
 fn merge_each(files: &[PathBuf], mut problems: Vec<FileProblem>, judge: Option<&Judge<'_>>) -> Fleet {
     let mut nodes: Vec<NodeSummary> = Vec::new();
-    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    // A node is its machine ID where the report has one: host names repeat (`localhost`
+    // on every fresh image), machine IDs do not. Without an ID on either side, the name
+    // is all there is to tell two reports apart.
+    let mut by_id: BTreeMap<String, usize> = BTreeMap::new();
+    let mut by_name: BTreeMap<String, Vec<usize>> = BTreeMap::new();
     for file in files {
         let problem = |message: String| FileProblem {
             file: file.display().to_string(),
@@ -655,9 +660,22 @@ fn merge_each(files: &[PathBuf], mut problems: Vec<FileProblem>, judge: Option<&
                 continue;
             }
         };
-        if let Some(&i) = seen.get(&summary.node) {
+        let same_name = by_name.get(&summary.node).map_or(&[][..], Vec::as_slice);
+        let first = match &summary.machine_id {
+            Some(id) => by_id
+                .get(id)
+                .copied()
+                .or_else(|| same_name.iter().copied().find(|&i| nodes[i].machine_id.is_none())),
+            None => same_name.first().copied(),
+        };
+        if let Some(i) = first {
+            let why = if summary.machine_id.is_some() && summary.machine_id == nodes[i].machine_id {
+                "the same machine ID"
+            } else {
+                "the same host name, and no machine ID to tell them apart"
+            };
             problems.push(problem(format!(
-                "a second report of node `{}` (the first is `{}`): left out",
+                "a second report of node `{}` (the first is `{}`, {why}): left out",
                 summary.node, nodes[i].file
             )));
             continue;
@@ -667,8 +685,21 @@ fn merge_each(files: &[PathBuf], mut problems: Vec<FileProblem>, judge: Option<&
             judge.judge(doc, &mut summary);
         }
         drop(doc);
-        seen.insert(summary.node.clone(), nodes.len());
+        if let Some(id) = &summary.machine_id {
+            by_id.insert(id.clone(), nodes.len());
+        }
+        by_name.entry(summary.node.clone()).or_default().push(nodes.len());
         nodes.push(summary);
+    }
+    // Machines that share a host name are named apart by their IDs, so that each is a row
+    // of its own and the drift between them says which is which.
+    for same in by_name.values().filter(|v| v.len() > 1) {
+        for &i in same {
+            if let Some(id) = &nodes[i].machine_id {
+                let prefix: String = id.chars().take(8).collect();
+                nodes[i].node = format!("{} ({prefix})", nodes[i].node);
+            }
+        }
     }
     let drift = drift(&nodes);
     let worst = nodes.iter().filter_map(|n| n.worst).max();

@@ -211,6 +211,55 @@ fn nccl_drift_exits_1_unless_allowed() {
 }
 
 #[test]
+fn one_host_name_on_two_machines_is_two_rows_and_their_drift() {
+    let a_id = "aaaaaaaa11111111aaaaaaaa11111111";
+    let b_id = "bbbbbbbb22222222bbbbbbbb22222222";
+    let dir = tempfile::tempdir().unwrap();
+    report(dir.path(), "single-a100", "recorded");
+    let text = std::fs::read_to_string(dir.path().join("recorded.json")).unwrap();
+    std::fs::remove_file(dir.path().join("recorded.json")).unwrap();
+    let write = |name: &str, id: &str, torch: &str| {
+        let mut doc: Value = serde_json::from_str(&text).unwrap();
+        doc["host"]["hostname"] = "localhost".into();
+        doc["host"]["machine_id"] = id.into();
+        doc["host"]["pythons"][0]["torch"]["version"] = torch.into();
+        std::fs::write(dir.path().join(format!("{name}.json")), doc.to_string()).unwrap();
+    };
+    write("a", a_id, "2.4.1");
+    write("b", b_id, "2.5.1");
+    // The first machine reported again: the only duplicate.
+    write("c", a_id, "2.4.1");
+    let (code, doc) = fleet(dir.path());
+    assert_eq!(code, 1, "torch differs: {doc}");
+    let names: Vec<&str> = doc["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["node"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["localhost (aaaaaaaa)", "localhost (bbbbbbbb)"]);
+    let torch = drift(&doc, "torch").expect("torch differs between the two machines");
+    assert_eq!(nodes_with(torch, "2.4.1"), ["localhost (aaaaaaaa)"]);
+    assert_eq!(nodes_with(torch, "2.5.1"), ["localhost (bbbbbbbb)"]);
+    let problems = doc["problems"].as_array().unwrap();
+    assert_eq!(problems.len(), 1, "{doc}");
+    let said = problems[0]["message"].as_str().unwrap();
+    assert!(problems[0]["file"].as_str().unwrap().ends_with("c.json"), "{doc}");
+    assert!(
+        said.contains("a second report of node `localhost`") && said.contains("the same machine ID"),
+        "{said}"
+    );
+    let run = gpuenv(&["fleet", "report", dir.path().to_str().unwrap()]);
+    assert!(run.stdout.contains("2 nodes\n"), "{}", run.stdout);
+    assert!(!run.stdout.contains("no drift"), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("  2.5.1: localhost (bbbbbbbb)\n"),
+        "{}",
+        run.stdout
+    );
+}
+
+#[test]
 fn fleet_report_exits_with_the_worst_nodes_code() {
     let dir = four_nodes();
     report(dir.path(), "no-gpu", "no-gpu");
