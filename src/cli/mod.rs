@@ -449,8 +449,8 @@ enum FleetCommand {
     /// not run at all.
     Collect(Box<fleet::CollectArgs>),
     /// Merge `gpuenv doctor --json` reports (each FILE, every `*.json` of each DIR): a row
-    /// per node, the drift between nodes (NCCL, torch, driver branch, GPUs, RDMA, failing
-    /// checks) with what each breaks, and a line for each file left out. With the order
+    /// per node, the drift between nodes (NCCL, torch, driver version and branch, CUDA
+    /// toolkit, cuDNN, OS, kernel, GPUs, RDMA, failing checks) with what each breaks, and a line for each file left out. With the order
     /// (`--order FILE`, `--expect-*`) each node is accepted against it, and with `query`'s
     /// flags the project's stack is judged on each node, as `check` does on one. Exit 1
     /// when a node has a failing check, fails the order or runs no stack, or when drift

@@ -46,7 +46,7 @@ pub fn breaks_jobs(kind: &str) -> bool {
 }
 
 /// Each kind of drift, its stable code and what it breaks, in the order they are listed.
-pub const DRIFT_KINDS: [(&str, &str); 10] = [
+pub const DRIFT_KINDS: [(&str, &str); 15] = [
     (
         "nccl",
         "a multi-node job will fail or hang: torch's NCCL differs between nodes",
@@ -66,6 +66,26 @@ pub const DRIFT_KINDS: [(&str, &str); 10] = [
     (
         "driver-branch",
         "usually fine, but named: the driver branch differs between nodes",
+    ),
+    (
+        "driver",
+        "usually fine, but named: the full driver version differs between nodes; NCCL and CUDA run over each node's own driver, so a hang, an error or a speed seen on one node may not reproduce on another",
+    ),
+    (
+        "cuda-toolkit",
+        "usually fine, but named: the system CUDA toolkit differs between nodes; an extension compiled on one node (nvcc, torch's JIT builds) may not load on another",
+    ),
+    (
+        "cudnn",
+        "usually fine, but named: the system cuDNN differs between nodes; a program linked to it may not load, or may choose other algorithms, on another node",
+    ),
+    (
+        "os",
+        "usually fine, but named: the OS release differs between nodes; its libraries (glibc among them) differ, so a binary or an environment built on one node may not run on another",
+    ),
+    (
+        "kernel",
+        "usually fine, but named: the kernel differs between nodes; the modules built for it (the RDMA stack, nvidia-peermem) differ too, so GPUDirect RDMA may work on some nodes only",
     ),
     ("gpu-model", "a heterogeneous job: the slowest GPU sets the pace"),
     (
@@ -114,6 +134,18 @@ pub struct NodeSummary {
     pub driver: Option<String>,
     /// Its branch (the major version).
     pub driver_branch: Option<u32>,
+    /// The system CUDA toolkits (under `/usr/local`), sorted, each once.
+    #[serde(default)]
+    pub cuda_toolkits: Vec<String>,
+    /// The system cuDNN versions (not pip's), sorted, each once.
+    #[serde(default)]
+    pub cudnn: Vec<String>,
+    /// The OS release (`/etc/os-release`'s `PRETTY_NAME`, else `ID VERSION_ID`).
+    #[serde(default)]
+    pub os: Option<String>,
+    /// The kernel release.
+    #[serde(default)]
+    pub kernel: Option<String>,
     /// The GPU models, sorted, each once.
     pub gpu_models: Vec<String>,
     /// How many GPUs.
@@ -346,6 +378,19 @@ impl NodeSummary {
             machine_id: h.machine_id.clone(),
             driver: driver.map(|d| d.to_string()),
             driver_branch: driver.map(|d| d.branch()),
+            cuda_toolkits: set(&mut h.toolkits.iter().map(|t| t.version.to_string())),
+            cudnn: set(&mut h
+                .cudnn
+                .iter()
+                .map(|l| l.version.clone().unwrap_or_else(|| "unknown".into()))),
+            os: h.os.as_ref().map(|o| {
+                if o.pretty_name.is_empty() {
+                    format!("{} {}", o.id, o.version_id)
+                } else {
+                    o.pretty_name.clone()
+                }
+            }),
+            kernel: h.kernel.clone(),
             gpu_models: set(&mut h.gpus.iter().map(|g| g.name.clone())),
             gpu_count: h.gpus.len(),
             torch: h
@@ -391,6 +436,10 @@ impl NodeSummary {
             machine_id: None,
             driver: None,
             driver_branch: None,
+            cuda_toolkits: Vec::new(),
+            cudnn: Vec::new(),
+            os: None,
+            kernel: None,
             gpu_models: Vec::new(),
             gpu_count: 0,
             torch: Vec::new(),
@@ -426,6 +475,11 @@ impl NodeSummary {
             "driver-branch" => self
                 .driver_branch
                 .map_or_else(|| "unknown".into(), |b| b.to_string()),
+            "driver" => opt(&self.driver),
+            "cuda-toolkit" => words(self.cuda_toolkits.clone()),
+            "cudnn" => words(self.cudnn.clone()),
+            "os" => opt(&self.os),
+            "kernel" => opt(&self.kernel),
             "gpu-model" => words(self.gpu_models.clone()),
             "gpu-count" => self.gpu_count.to_string(),
             "rdma" => match self.rdma {
@@ -765,6 +819,10 @@ mod tests {
             machine_id: None,
             driver: Some(format!("{branch}.1.2")),
             driver_branch: Some(branch),
+            cuda_toolkits: vec!["12.4.1".into()],
+            cudnn: vec!["9".into()],
+            os: Some("Ubuntu 22.04.4 LTS".into()),
+            kernel: Some("5.15.0-105-generic".into()),
             gpu_models: vec!["NVIDIA H100 80GB HBM3".into()],
             gpu_count: gpus,
             torch: Vec::new(),
@@ -804,8 +862,9 @@ mod tests {
     fn only_what_differs_is_drift() {
         let nodes = [node("a", 535, 8), node("b", 535, 8), node("c", 550, 8)];
         let d = drift(&nodes);
-        assert_eq!(d.len(), 1, "{d:?}");
-        assert_eq!(d[0].kind, "driver-branch");
+        let kinds: Vec<&str> = d.iter().map(|d| d.kind.as_str()).collect();
+        assert_eq!(kinds, ["driver-branch", "driver"], "{d:?}");
+        let d = &d[..1];
         assert_eq!(d[0].values[0].value, "535");
         assert_eq!(d[0].values[0].nodes, ["a", "b"]);
         assert_eq!(d[0].values[1].nodes, ["c"]);
@@ -843,6 +902,49 @@ mod tests {
         assert_eq!(allowable("nccl").unwrap(), "nccl");
         let why = allowable("gpu-count").unwrap_err();
         assert!(why.contains("nccl, system-nccl, torch, torch-cuda"), "{why}");
+    }
+
+    #[test]
+    fn each_finer_fact_is_a_drift_of_its_own_saying_what_it_breaks() {
+        type Edit = fn(&mut NodeSummary);
+        let cases: [(&str, Edit, &str, &str); 5] = [
+            ("driver", |n| n.driver = Some("535.1.3".into()), "535.1.3", "NCCL"),
+            (
+                "cuda-toolkit",
+                |n| n.cuda_toolkits = vec!["12.1.1".into()],
+                "12.1.1",
+                "extension",
+            ),
+            ("cudnn", |n| n.cudnn = vec!["8".into()], "8", "may not load"),
+            (
+                "os",
+                |n| n.os = Some("Ubuntu 24.04.1 LTS".into()),
+                "Ubuntu 24.04.1 LTS",
+                "glibc",
+            ),
+            (
+                "kernel",
+                |n| n.kernel = Some("6.8.0-45-generic".into()),
+                "6.8.0-45-generic",
+                "RDMA",
+            ),
+        ];
+        for (kind, edit, value, says) in cases {
+            let a = node("a", 535, 8);
+            let mut b = node("b", 535, 8);
+            edit(&mut b);
+            let d = drift(&[a, b]);
+            assert_eq!(d.len(), 1, "{kind}: {d:?}");
+            assert_eq!(d[0].kind, kind);
+            assert_eq!(d[0].values[1].value, value, "{kind}");
+            assert_eq!(d[0].values[1].nodes, ["b"], "{kind}");
+            assert!(
+                d[0].what_it_breaks.contains(says),
+                "{kind}: {}",
+                d[0].what_it_breaks
+            );
+            assert!(!d[0].breaks_jobs, "{kind} is named, not failed");
+        }
     }
 
     #[test]

@@ -382,7 +382,10 @@ mod tests {
                     "a multi-node job will fail or hang",
                     vec!["nccl", "system-nccl", "torch", "torch-cuda"]
                 ),
-                ("usually fine, but named", vec!["driver-branch"]),
+                (
+                    "usually fine, but named",
+                    vec!["driver-branch", "driver", "cuda-toolkit", "cudnn", "os", "kernel"]
+                ),
                 ("a heterogeneous job", vec!["gpu-model", "gpu-count"]),
                 ("RDMA on some nodes only", vec!["rdma"]),
                 ("these nodes fail doctor's own checks", vec!["failing-checks"]),

@@ -211,6 +211,37 @@ fn nccl_drift_exits_1_unless_allowed() {
 }
 
 #[test]
+fn finer_facts_drift_each_with_what_it_breaks() {
+    let dir = two_reports(|d| {
+        let h = &mut d["host"];
+        h["driver"]["value"] = "535.183.01".into();
+        h["toolkits"][0]["version"] = "12.6.2".into();
+        h["cudnn"][0]["version"] = "8".into();
+        h["os"]["pretty_name"] = "Ubuntu 24.04.1 LTS".into();
+        h["kernel"] = "6.8.0-45-generic".into();
+    });
+    let (code, doc) = fleet(dir.path());
+    assert_eq!(code, 0, "none of these fails the report: {doc}");
+    for (kind, a, b, says) in [
+        ("driver", "535.104.05", "535.183.01", "NCCL"),
+        ("cuda-toolkit", "12.4.1", "12.6.2", "extension"),
+        ("cudnn", "9", "8", "may not load"),
+        ("os", "Ubuntu 22.04.4 LTS", "Ubuntu 24.04.1 LTS", "glibc"),
+        ("kernel", "5.15.0-105-generic", "6.8.0-45-generic", "RDMA"),
+    ] {
+        let d = drift(&doc, kind).unwrap_or_else(|| panic!("no {kind} drift: {doc}"));
+        assert_eq!(nodes_with(d, a), ["a"], "{kind}");
+        assert_eq!(nodes_with(d, b), ["b"], "{kind}");
+        assert!(
+            d["what_it_breaks"].as_str().unwrap().contains(says),
+            "{kind}: {d}"
+        );
+        assert_eq!(d["breaks_jobs"], false, "{kind}");
+    }
+    assert!(drift(&doc, "driver-branch").is_none(), "one branch: {doc}");
+}
+
+#[test]
 fn one_host_name_on_two_machines_is_two_rows_and_their_drift() {
     let a_id = "aaaaaaaa11111111aaaaaaaa11111111";
     let b_id = "bbbbbbbb22222222bbbbbbbb22222222";
