@@ -696,9 +696,11 @@ pub fn merge_judged(files: &[PathBuf], problems: Vec<FileProblem>, judge: &Judge
 fn merge_each(files: &[PathBuf], mut problems: Vec<FileProblem>, judge: Option<&Judge<'_>>) -> Fleet {
     let mut nodes: Vec<NodeSummary> = Vec::new();
     // A node is its machine ID where the report has one: host names repeat (`localhost`
-    // on every fresh image), machine IDs do not. Without an ID on either side, the name
-    // is all there is to tell two reports apart.
-    let mut by_id: BTreeMap<String, usize> = BTreeMap::new();
+    // on every fresh image). Machine IDs repeat too, on machines cloned from one image
+    // whose /etc/machine-id was not cleared, so one ID under two host names is two
+    // machines, not one reported twice. Without an ID on either side, the name is all
+    // there is to tell two reports apart.
+    let mut by_id: BTreeMap<(String, String), usize> = BTreeMap::new();
     let mut by_name: BTreeMap<String, Vec<usize>> = BTreeMap::new();
     for file in files {
         let problem = |message: String| FileProblem {
@@ -717,14 +719,14 @@ fn merge_each(files: &[PathBuf], mut problems: Vec<FileProblem>, judge: Option<&
         let same_name = by_name.get(&summary.node).map_or(&[][..], Vec::as_slice);
         let first = match &summary.machine_id {
             Some(id) => by_id
-                .get(id)
+                .get(&(id.clone(), summary.node.clone()))
                 .copied()
                 .or_else(|| same_name.iter().copied().find(|&i| nodes[i].machine_id.is_none())),
             None => same_name.first().copied(),
         };
         if let Some(i) = first {
             let why = if summary.machine_id.is_some() && summary.machine_id == nodes[i].machine_id {
-                "the same machine ID"
+                "the same machine ID and host name"
             } else {
                 "the same host name, and no machine ID to tell them apart"
             };
@@ -740,7 +742,7 @@ fn merge_each(files: &[PathBuf], mut problems: Vec<FileProblem>, judge: Option<&
         }
         drop(doc);
         if let Some(id) = &summary.machine_id {
-            by_id.insert(id.clone(), nodes.len());
+            by_id.insert((id.clone(), summary.node.clone()), nodes.len());
         }
         by_name.entry(summary.node.clone()).or_default().push(nodes.len());
         nodes.push(summary);

@@ -260,6 +260,12 @@ fn one_host_name_on_two_machines_is_two_rows_and_their_drift() {
     write("b", b_id, "2.5.1");
     // The first machine reported again: the only duplicate.
     write("c", a_id, "2.4.1");
+    // Its ID under another host name: a clone of its image, a machine of its own.
+    write("d", a_id, "2.4.1");
+    let clone = dir.path().join("d.json");
+    let mut doc: Value = serde_json::from_str(&std::fs::read_to_string(&clone).unwrap()).unwrap();
+    doc["host"]["hostname"] = "clone".into();
+    std::fs::write(&clone, doc.to_string()).unwrap();
     let (code, doc) = fleet(dir.path());
     assert_eq!(code, 1, "torch differs: {doc}");
     let names: Vec<&str> = doc["nodes"]
@@ -268,9 +274,9 @@ fn one_host_name_on_two_machines_is_two_rows_and_their_drift() {
         .iter()
         .map(|n| n["node"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["localhost (aaaaaaaa)", "localhost (bbbbbbbb)"]);
+    assert_eq!(names, ["localhost (aaaaaaaa)", "localhost (bbbbbbbb)", "clone"]);
     let torch = drift(&doc, "torch").expect("torch differs between the two machines");
-    assert_eq!(nodes_with(torch, "2.4.1"), ["localhost (aaaaaaaa)"]);
+    assert_eq!(nodes_with(torch, "2.4.1"), ["localhost (aaaaaaaa)", "clone"]);
     assert_eq!(nodes_with(torch, "2.5.1"), ["localhost (bbbbbbbb)"]);
     let problems = doc["problems"].as_array().unwrap();
     assert_eq!(problems.len(), 1, "{doc}");
@@ -281,7 +287,7 @@ fn one_host_name_on_two_machines_is_two_rows_and_their_drift() {
         "{said}"
     );
     let run = gpuenv(&["fleet", "report", dir.path().to_str().unwrap()]);
-    assert!(run.stdout.contains("2 nodes\n"), "{}", run.stdout);
+    assert!(run.stdout.contains("3 nodes\n"), "{}", run.stdout);
     assert!(!run.stdout.contains("no drift"), "{}", run.stdout);
     assert!(
         run.stdout.contains("  2.5.1: localhost (bbbbbbbb)\n"),
