@@ -449,12 +449,13 @@ enum FleetCommand {
     /// not run at all.
     Collect(Box<fleet::CollectArgs>),
     /// Merge `gpuenv doctor --json` reports (each FILE, every `*.json` of each DIR): a row
-    /// per node, the drift between nodes (NCCL, torch, driver branch, GPUs, RDMA, failing
-    /// checks) with what each breaks, and a line for each file left out. With the order
+    /// per node, the drift between nodes (NCCL, torch, driver version and branch, CUDA
+    /// toolkit, cuDNN, OS, kernel, GPUs, RDMA, failing checks) with what each breaks, and a line for each file left out. With the order
     /// (`--order FILE`, `--expect-*`) each node is accepted against it, and with `query`'s
     /// flags the project's stack is judged on each node, as `check` does on one. Exit 1
-    /// when a node has a failing check, fails the order or runs no stack; 2 when no report
-    /// could be read.
+    /// when a node has a failing check, fails the order or runs no stack, or when drift
+    /// that breaks multi-node jobs (NCCL, torch, torch's CUDA) is found and not allowed by
+    /// `--allow-drift`; 2 when no report could be read.
     Report(Box<FleetReportArgs>),
     /// A Kubernetes manifest (YAML, to stdout) that runs `gpuenv doctor --json` once on each
     /// GPU node, so that each pod's log (container `gpuenv`) is that node's report: `gpuenv
@@ -531,6 +532,10 @@ struct FleetReportArgs {
     // The order, each node accepted against it.
     #[command(flatten)]
     order: OrderArgs,
+    /// Let drift of KIND (a code of the JSON's `drift`: nccl, system-nccl, torch,
+    /// torch-cuda) pass: still listed, said to be allowed, no longer exit 1. Repeatable.
+    #[arg(long, value_name = "KIND")]
+    allow_drift: Vec<String>,
     /// Print a JSON document.
     #[arg(long)]
     json: bool,
@@ -1082,6 +1087,12 @@ fn fleet_report(
     styles: report::Styles,
 ) -> Result<Exit, CliError> {
     let page_format = args.report.as_deref().map(report_target).transpose()?;
+    let allowed = args
+        .allow_drift
+        .iter()
+        .map(|k| crate::fleet::allowable(k))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(CliError::Usage)?;
     let db = open_db(&cli.db)?;
     let expect = args.order.expectation()?;
     // An order file with no item would accept every node on nothing: said, not passed.
@@ -1104,7 +1115,8 @@ fn fleet_report(
     let order = (!expect.is_empty()).then_some(expect);
     let judge = crate::fleet::Judge::new(&db, order, stack).map_err(CliError::Usage)?;
     let (files, problems) = crate::fleet::inputs(&args.paths);
-    let fleet = crate::fleet::merge_judged(&files, problems, &judge);
+    let mut fleet = crate::fleet::merge_judged(&files, problems, &judge);
+    fleet.allow_drift(&allowed);
     report::fleet(out, &fleet, args.json, styles)?;
     if let (Some(path), Some(format)) = (&args.report, page_format) {
         let page = report::fleet_page::page(
@@ -1119,7 +1131,7 @@ fn fleet_report(
     }
     Ok(if fleet.nodes.is_empty() {
         Exit::BadInput
-    } else if fleet.worst == Some(crate::judge::Verdict::Fail) {
+    } else if fleet.worst == Some(crate::judge::Verdict::Fail) || !fleet.failing_drift().is_empty() {
         Exit::Findings
     } else {
         Exit::Ok

@@ -33,8 +33,20 @@ use crate::resolve::{Answer, Query, Severity, Status};
 /// The most bytes read of one report.
 pub const REPORT_CAP: u64 = 32 << 20;
 
+/// How a drift's sentence opens when it breaks multi-node jobs: such drift fails the
+/// report (exit 1) unless `--allow-drift` relaxes its kind.
+pub const FAILS_JOBS: &str = "a multi-node job will fail or hang";
+
+/// Whether drift of `kind` breaks multi-node jobs: its sentence says so, so what the
+/// report prints and what fails it cannot disagree.
+pub fn breaks_jobs(kind: &str) -> bool {
+    DRIFT_KINDS
+        .iter()
+        .any(|(k, breaks)| *k == kind && breaks.starts_with(FAILS_JOBS))
+}
+
 /// Each kind of drift, its stable code and what it breaks, in the order they are listed.
-pub const DRIFT_KINDS: [(&str, &str); 10] = [
+pub const DRIFT_KINDS: [(&str, &str); 15] = [
     (
         "nccl",
         "a multi-node job will fail or hang: torch's NCCL differs between nodes",
@@ -54,6 +66,26 @@ pub const DRIFT_KINDS: [(&str, &str); 10] = [
     (
         "driver-branch",
         "usually fine, but named: the driver branch differs between nodes",
+    ),
+    (
+        "driver",
+        "usually fine, but named: the full driver version differs between nodes; NCCL and CUDA run over each node's own driver, so a hang, an error or a speed seen on one node may not reproduce on another",
+    ),
+    (
+        "cuda-toolkit",
+        "usually fine, but named: the system CUDA toolkit differs between nodes; an extension compiled on one node (nvcc, torch's JIT builds) may not load on another",
+    ),
+    (
+        "cudnn",
+        "usually fine, but named: the system cuDNN differs between nodes; a program linked to it may not load, or may choose other algorithms, on another node",
+    ),
+    (
+        "os",
+        "usually fine, but named: the OS release differs between nodes; its libraries (glibc among them) differ, so a binary or an environment built on one node may not run on another",
+    ),
+    (
+        "kernel",
+        "usually fine, but named: the kernel differs between nodes; the modules built for it (the RDMA stack, nvidia-peermem) differ too, so GPUDirect RDMA may work on some nodes only",
     ),
     ("gpu-model", "a heterogeneous job: the slowest GPU sets the pace"),
     (
@@ -87,8 +119,9 @@ pub struct TorchSummary {
 /// What is kept of one node's report.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeSummary {
-    /// The node's key: its host name, or the file's name without `.json` when the report
-    /// has none.
+    /// The node's name: its host name, or the file's name without `.json` when the report
+    /// has none; `hostname (first 8 of machine_id)` when other machines share the host
+    /// name. Nodes are told apart by `machine_id` where reports have one.
     pub node: String,
     /// The file read.
     pub file: String,
@@ -101,6 +134,18 @@ pub struct NodeSummary {
     pub driver: Option<String>,
     /// Its branch (the major version).
     pub driver_branch: Option<u32>,
+    /// The system CUDA toolkits (under `/usr/local`), sorted, each once.
+    #[serde(default)]
+    pub cuda_toolkits: Vec<String>,
+    /// The system cuDNN versions (not pip's), sorted, each once.
+    #[serde(default)]
+    pub cudnn: Vec<String>,
+    /// The OS release (`/etc/os-release`'s `PRETTY_NAME`, else `ID VERSION_ID`).
+    #[serde(default)]
+    pub os: Option<String>,
+    /// The kernel release.
+    #[serde(default)]
+    pub kernel: Option<String>,
     /// The GPU models, sorted, each once.
     pub gpu_models: Vec<String>,
     /// How many GPUs.
@@ -333,6 +378,19 @@ impl NodeSummary {
             machine_id: h.machine_id.clone(),
             driver: driver.map(|d| d.to_string()),
             driver_branch: driver.map(|d| d.branch()),
+            cuda_toolkits: set(&mut h.toolkits.iter().map(|t| t.version.to_string())),
+            cudnn: set(&mut h
+                .cudnn
+                .iter()
+                .map(|l| l.version.clone().unwrap_or_else(|| "unknown".into()))),
+            os: h.os.as_ref().map(|o| {
+                if o.pretty_name.is_empty() {
+                    format!("{} {}", o.id, o.version_id)
+                } else {
+                    o.pretty_name.clone()
+                }
+            }),
+            kernel: h.kernel.clone(),
             gpu_models: set(&mut h.gpus.iter().map(|g| g.name.clone())),
             gpu_count: h.gpus.len(),
             torch: h
@@ -378,6 +436,10 @@ impl NodeSummary {
             machine_id: None,
             driver: None,
             driver_branch: None,
+            cuda_toolkits: Vec::new(),
+            cudnn: Vec::new(),
+            os: None,
+            kernel: None,
             gpu_models: Vec::new(),
             gpu_count: 0,
             torch: Vec::new(),
@@ -413,6 +475,11 @@ impl NodeSummary {
             "driver-branch" => self
                 .driver_branch
                 .map_or_else(|| "unknown".into(), |b| b.to_string()),
+            "driver" => opt(&self.driver),
+            "cuda-toolkit" => words(self.cuda_toolkits.clone()),
+            "cudnn" => words(self.cudnn.clone()),
+            "os" => opt(&self.os),
+            "kernel" => opt(&self.kernel),
             "gpu-model" => words(self.gpu_models.clone()),
             "gpu-count" => self.gpu_count.to_string(),
             "rdma" => match self.rdma {
@@ -445,6 +512,13 @@ pub struct Drift {
     pub what_it_breaks: String,
     /// Each value, with its nodes, the most common first.
     pub values: Vec<DriftValue>,
+    /// Whether it breaks multi-node jobs ([`breaks_jobs`]), and so fails the report
+    /// unless allowed.
+    #[serde(default)]
+    pub breaks_jobs: bool,
+    /// Whether `--allow-drift` relaxed it: still listed, no longer failing the report.
+    #[serde(default)]
+    pub allowed: bool,
 }
 
 /// A file that could not be merged, and why, in a line.
@@ -471,6 +545,44 @@ pub struct Fleet {
     pub order: Option<Vec<OrderItem>>,
     /// The stack asked, in a line, when it was judged on the nodes.
     pub stack_asked: Option<String>,
+}
+
+impl Fleet {
+    /// Marks drift of each of `kinds` allowed (`--allow-drift`): it no longer fails the
+    /// report.
+    pub fn allow_drift(&mut self, kinds: &[String]) {
+        for d in &mut self.drift {
+            if kinds.contains(&d.kind) {
+                d.allowed = true;
+            }
+        }
+    }
+
+    /// The kinds of drift found that break multi-node jobs and were not allowed: any of
+    /// them fails the report.
+    pub fn failing_drift(&self) -> Vec<String> {
+        self.drift
+            .iter()
+            .filter(|d| d.breaks_jobs && !d.allowed)
+            .map(|d| d.kind.clone())
+            .collect()
+    }
+}
+
+/// Reads `--allow-drift KIND`: only a kind that would fail the report can be relaxed.
+pub fn allowable(kind: &str) -> Result<String, String> {
+    if breaks_jobs(kind) {
+        return Ok(kind.to_string());
+    }
+    let can: Vec<&str> = DRIFT_KINDS
+        .iter()
+        .map(|(k, _)| *k)
+        .filter(|k| breaks_jobs(k))
+        .collect();
+    Err(format!(
+        "invalid --allow-drift `{kind}`: expected a kind of drift that fails the report, one of {}",
+        can.join(", ")
+    ))
 }
 
 fn stem(file: &Path) -> String {
@@ -583,7 +695,13 @@ pub fn merge_judged(files: &[PathBuf], problems: Vec<FileProblem>, judge: &Judge
 
 fn merge_each(files: &[PathBuf], mut problems: Vec<FileProblem>, judge: Option<&Judge<'_>>) -> Fleet {
     let mut nodes: Vec<NodeSummary> = Vec::new();
-    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    // A node is its machine ID where the report has one: host names repeat (`localhost`
+    // on every fresh image). Machine IDs repeat too, on machines cloned from one image
+    // whose /etc/machine-id was not cleared, so one ID under two host names is two
+    // machines, not one reported twice. Without an ID on either side, the name is all
+    // there is to tell two reports apart.
+    let mut by_id: BTreeMap<(String, String), usize> = BTreeMap::new();
+    let mut by_name: BTreeMap<String, Vec<usize>> = BTreeMap::new();
     for file in files {
         let problem = |message: String| FileProblem {
             file: file.display().to_string(),
@@ -598,9 +716,22 @@ fn merge_each(files: &[PathBuf], mut problems: Vec<FileProblem>, judge: Option<&
                 continue;
             }
         };
-        if let Some(&i) = seen.get(&summary.node) {
+        let same_name = by_name.get(&summary.node).map_or(&[][..], Vec::as_slice);
+        let first = match &summary.machine_id {
+            Some(id) => by_id
+                .get(&(id.clone(), summary.node.clone()))
+                .copied()
+                .or_else(|| same_name.iter().copied().find(|&i| nodes[i].machine_id.is_none())),
+            None => same_name.first().copied(),
+        };
+        if let Some(i) = first {
+            let why = if summary.machine_id.is_some() && summary.machine_id == nodes[i].machine_id {
+                "the same machine ID and host name"
+            } else {
+                "the same host name, and no machine ID to tell them apart"
+            };
             problems.push(problem(format!(
-                "a second report of node `{}` (the first is `{}`): left out",
+                "a second report of node `{}` (the first is `{}`, {why}): left out",
                 summary.node, nodes[i].file
             )));
             continue;
@@ -610,8 +741,21 @@ fn merge_each(files: &[PathBuf], mut problems: Vec<FileProblem>, judge: Option<&
             judge.judge(doc, &mut summary);
         }
         drop(doc);
-        seen.insert(summary.node.clone(), nodes.len());
+        if let Some(id) = &summary.machine_id {
+            by_id.insert((id.clone(), summary.node.clone()), nodes.len());
+        }
+        by_name.entry(summary.node.clone()).or_default().push(nodes.len());
         nodes.push(summary);
+    }
+    // Machines that share a host name are named apart by their IDs, so that each is a row
+    // of its own and the drift between them says which is which.
+    for same in by_name.values().filter(|v| v.len() > 1) {
+        for &i in same {
+            if let Some(id) = &nodes[i].machine_id {
+                let prefix: String = id.chars().take(8).collect();
+                nodes[i].node = format!("{} ({prefix})", nodes[i].node);
+            }
+        }
     }
     let drift = drift(&nodes);
     let worst = nodes.iter().filter_map(|n| n.worst).max();
@@ -657,6 +801,8 @@ pub fn drift(nodes: &[NodeSummary]) -> Vec<Drift> {
                 kind: kind.to_string(),
                 what_it_breaks: breaks.to_string(),
                 values,
+                breaks_jobs: breaks_jobs(kind),
+                allowed: false,
             });
         }
     }
@@ -675,6 +821,10 @@ mod tests {
             machine_id: None,
             driver: Some(format!("{branch}.1.2")),
             driver_branch: Some(branch),
+            cuda_toolkits: vec!["12.4.1".into()],
+            cudnn: vec!["9".into()],
+            os: Some("Ubuntu 22.04.4 LTS".into()),
+            kernel: Some("5.15.0-105-generic".into()),
             gpu_models: vec!["NVIDIA H100 80GB HBM3".into()],
             gpu_count: gpus,
             torch: Vec::new(),
@@ -714,12 +864,89 @@ mod tests {
     fn only_what_differs_is_drift() {
         let nodes = [node("a", 535, 8), node("b", 535, 8), node("c", 550, 8)];
         let d = drift(&nodes);
-        assert_eq!(d.len(), 1, "{d:?}");
-        assert_eq!(d[0].kind, "driver-branch");
+        let kinds: Vec<&str> = d.iter().map(|d| d.kind.as_str()).collect();
+        assert_eq!(kinds, ["driver-branch", "driver"], "{d:?}");
+        let d = &d[..1];
         assert_eq!(d[0].values[0].value, "535");
         assert_eq!(d[0].values[0].nodes, ["a", "b"]);
         assert_eq!(d[0].values[1].nodes, ["c"]);
         assert!(drift(&nodes[..2]).is_empty());
+    }
+
+    #[test]
+    fn drift_that_says_jobs_fail_fails_the_report_unless_allowed() {
+        let breaking: Vec<&str> = DRIFT_KINDS
+            .iter()
+            .map(|(k, _)| *k)
+            .filter(|k| breaks_jobs(k))
+            .collect();
+        assert_eq!(breaking, ["nccl", "system-nccl", "torch", "torch-cuda"]);
+        let mut a = node("a", 535, 8);
+        a.torch = vec![TorchSummary {
+            python: "/usr/bin/python3".into(),
+            torch: "2.4.1".into(),
+            cuda: Some("12.4".into()),
+            nccl: Some("2.20.5".into()),
+        }];
+        let mut b = a.clone();
+        b.node = "b".into();
+        b.torch[0].nccl = Some("2.21.5".into());
+        let mut fleet = Fleet {
+            drift: drift(&[a, b]),
+            ..Fleet::default()
+        };
+        assert_eq!(fleet.failing_drift(), ["nccl"]);
+        fleet.allow_drift(&["torch".into()]);
+        assert_eq!(fleet.failing_drift(), ["nccl"], "another kind allowed");
+        fleet.allow_drift(&["nccl".into()]);
+        assert!(fleet.failing_drift().is_empty());
+        assert!(fleet.drift[0].allowed);
+        assert_eq!(allowable("nccl").unwrap(), "nccl");
+        let why = allowable("gpu-count").unwrap_err();
+        assert!(why.contains("nccl, system-nccl, torch, torch-cuda"), "{why}");
+    }
+
+    #[test]
+    fn each_finer_fact_is_a_drift_of_its_own_saying_what_it_breaks() {
+        type Edit = fn(&mut NodeSummary);
+        let cases: [(&str, Edit, &str, &str); 5] = [
+            ("driver", |n| n.driver = Some("535.1.3".into()), "535.1.3", "NCCL"),
+            (
+                "cuda-toolkit",
+                |n| n.cuda_toolkits = vec!["12.1.1".into()],
+                "12.1.1",
+                "extension",
+            ),
+            ("cudnn", |n| n.cudnn = vec!["8".into()], "8", "may not load"),
+            (
+                "os",
+                |n| n.os = Some("Ubuntu 24.04.1 LTS".into()),
+                "Ubuntu 24.04.1 LTS",
+                "glibc",
+            ),
+            (
+                "kernel",
+                |n| n.kernel = Some("6.8.0-45-generic".into()),
+                "6.8.0-45-generic",
+                "RDMA",
+            ),
+        ];
+        for (kind, edit, value, says) in cases {
+            let a = node("a", 535, 8);
+            let mut b = node("b", 535, 8);
+            edit(&mut b);
+            let d = drift(&[a, b]);
+            assert_eq!(d.len(), 1, "{kind}: {d:?}");
+            assert_eq!(d[0].kind, kind);
+            assert_eq!(d[0].values[1].value, value, "{kind}");
+            assert_eq!(d[0].values[1].nodes, ["b"], "{kind}");
+            assert!(
+                d[0].what_it_breaks.contains(says),
+                "{kind}: {}",
+                d[0].what_it_breaks
+            );
+            assert!(!d[0].breaks_jobs, "{kind} is named, not failed");
+        }
     }
 
     #[test]

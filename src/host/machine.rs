@@ -156,11 +156,26 @@ pub fn classify_mounts(sys: &dyn System, mounts: &mut [Mount]) {
         if leaves.is_empty() {
             continue;
         }
-        let found: Vec<Option<(DiskMedia, String)>> = leaves.iter().map(|d| media(sys, d)).collect();
-        if found.iter().any(Option::is_none) && !found.iter().flatten().any(|(k, _)| *k == DiskMedia::Hdd) {
-            continue; // one disk unknown and none known to rotate: the worst is unknown
+        let found: Vec<Option<(Option<DiskMedia>, String)>> = leaves.iter().map(|d| media(sys, d)).collect();
+        let known: Vec<(DiskMedia, &String)> = found
+            .iter()
+            .flatten()
+            .filter_map(|(k, s)| k.map(|k| (k, s)))
+            .collect();
+        if known.len() < found.len() && !known.iter().any(|(k, _)| *k == DiskMedia::Hdd) {
+            // One disk unknown and none known to rotate: the worst is unknown, and where a
+            // disk was found to be unknowable (a virtual one), the source says why.
+            let why: Vec<&str> = found
+                .iter()
+                .flatten()
+                .filter(|(k, _)| k.is_none())
+                .map(|(_, why)| why.as_str())
+                .collect();
+            if !why.is_empty() {
+                m.media_source = Some(why.join(", "));
+            }
+            continue;
         }
-        let known: Vec<&(DiskMedia, String)> = found.iter().flatten().collect();
         let worst = [DiskMedia::Hdd, DiskMedia::Ssd, DiskMedia::Nvme]
             .into_iter()
             .find(|w| known.iter().any(|(k, _)| k == w));
@@ -219,14 +234,49 @@ fn leaf_disks(sys: &dyn System, disk: &str, depth: usize) -> Vec<String> {
     out.into_iter().collect()
 }
 
-/// What one real disk is: NVMe by its name, otherwise by its `rotational` flag.
-fn media(sys: &dyn System, disk: &str) -> Option<(DiskMedia, String)> {
-    if disk.starts_with("nvme") {
-        return Some((DiskMedia::Nvme, "device name".to_string()));
+/// What one real disk is, with where that was read; `Some((None, why))` for a disk whose
+/// media cannot be known from inside the machine; `None` when nothing could be read.
+///
+/// NVMe by its name, unless its controller's transport is not `pcie` (NVMe over fabrics:
+/// `tcp`, `rdma`, `fc`, where the drive is across a network). A virtual disk (virtio
+/// `vd*`, Xen `xvd*`) is unknown whatever its `rotational` flag says: the guest's driver
+/// does not learn what backs it, and virtio-blk leaves the flag at 1 even on SSDs.
+/// Any other disk by its `rotational` flag.
+fn media(sys: &dyn System, disk: &str) -> Option<(Option<DiskMedia>, String)> {
+    if let Some(rest) = disk.strip_prefix("nvme") {
+        let ctrl: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        let path = format!("/sys/class/nvme/nvme{ctrl}/transport");
+        let transport = (!ctrl.is_empty())
+            .then(|| sys.read(&path))
+            .flatten()
+            .and_then(|t| parse::sysfs_word(&t));
+        return Some(match transport {
+            Some(t) if t == "pcie" => (Some(DiskMedia::Nvme), path),
+            Some(t) => (
+                None,
+                format!(
+                    "{disk} is NVMe over fabrics (transport {t}, {path}): what backs it is not known here"
+                ),
+            ),
+            None => (Some(DiskMedia::Nvme), "device name".to_string()),
+        });
+    }
+    let virtual_kind = if disk.starts_with("xvd") {
+        Some("a Xen virtual disk")
+    } else if disk.starts_with("vd") {
+        Some("a virtio disk")
+    } else {
+        None
+    };
+    if let Some(kind) = virtual_kind {
+        return Some((
+            None,
+            format!("{disk} is {kind}: its rotational flag does not say what backs it"),
+        ));
     }
     let path = format!("/sys/block/{disk}/queue/rotational");
     let rotates = sys.read(&path).and_then(|t| parse::rotational(&t))?;
-    Some((if rotates { DiskMedia::Hdd } else { DiskMedia::Ssd }, path))
+    Some((Some(if rotates { DiskMedia::Hdd } else { DiskMedia::Ssd }), path))
 }
 
 /// RDMA ports, network interfaces and the GPUDirect RDMA module; `None` when none of
@@ -343,10 +393,10 @@ mod tests {
         let m = classified(&sys, "/dev/sda", "ext4");
         assert_eq!(m.media, Some(DiskMedia::Ssd));
         // Not recorded: the disk is known, its media is not.
-        let m = classified(&sys, "/dev/vdc1", "ext4");
+        let m = classified(&sys, "/dev/sdc1", "ext4");
         assert_eq!(
             (m.disk.as_deref(), m.media, m.media_source),
-            (Some("vdc"), None, None)
+            (Some("sdc"), None, None)
         );
         for (dev, fs) in [("tmpfs", "tmpfs"), ("overlay", "overlay"), ("/dev/root", "ext4")] {
             assert_eq!(classified(&sys, dev, fs), mount(dev, fs), "{dev}");
@@ -413,6 +463,66 @@ mod tests {
     }
 
     #[test]
+    fn virtual_disks_are_unknown_whatever_rotational_says() {
+        use crate::host::parse::fixture;
+        let rotational = fixture!("sysfs/vm-virtio/block-vda-queue-rotational.txt");
+        let sys = host(
+            &[
+                ("/sys/block/xvda/queue/rotational", rotational),
+                ("/sys/block/vdb/queue/rotational", "0\n"),
+                ("/sys/block/sda/queue/rotational", rotational),
+            ],
+            &[("/sys/block/md0/slaves", &["vdb", "sda"])],
+        );
+        let m = classified(&sys, "/dev/xvda1", "ext4");
+        assert_eq!((m.disk.as_deref(), m.media), (Some("xvda"), None));
+        assert!(m.media_source.unwrap().contains("a Xen virtual disk"));
+        let m = classified(&sys, "/dev/vdb", "xfs");
+        assert_eq!(
+            (m.disk.as_deref(), m.media),
+            (Some("vdb"), None),
+            "not even an SSD"
+        );
+        // Beside a disk known to rotate, the array is still an HDD.
+        let m = classified(&sys, "/dev/md0", "ext4");
+        assert_eq!(m.media, Some(DiskMedia::Hdd));
+        assert_eq!(m.media_source.as_deref(), Some("/sys/block/sda/queue/rotational"));
+    }
+
+    #[test]
+    fn nvme_over_fabrics_is_unknown_local_nvme_is_nvme() {
+        use crate::host::parse::fixture;
+        let sys = host(
+            &[
+                (
+                    "/sys/class/nvme/nvme0/transport",
+                    fixture!("sysfs/nvme-transport/pcie.txt"),
+                ),
+                (
+                    "/sys/class/nvme/nvme1/transport",
+                    fixture!("sysfs/nvme-transport/tcp.txt"),
+                ),
+            ],
+            &[],
+        );
+        let m = classified(&sys, "/dev/nvme0n1p1", "ext4");
+        assert_eq!(m.media, Some(DiskMedia::Nvme));
+        assert_eq!(m.media_source.as_deref(), Some("/sys/class/nvme/nvme0/transport"));
+        let m = classified(&sys, "/dev/nvme1n1", "xfs");
+        assert_eq!((m.disk.as_deref(), m.media), (Some("nvme1n1"), None));
+        assert_eq!(
+            m.media_source.as_deref(),
+            Some(
+                "nvme1n1 is NVMe over fabrics (transport tcp, /sys/class/nvme/nvme1/transport): what backs it is not known here"
+            )
+        );
+        // No transport recorded: NVMe by its name, as before.
+        let m = classified(&sys, "/dev/nvme2n1", "ext4");
+        assert_eq!(m.media, Some(DiskMedia::Nvme));
+        assert_eq!(m.media_source.as_deref(), Some("device name"));
+    }
+
+    #[test]
     fn the_recorded_vm() {
         // This VM's real answers: a virtio disk that says it rotates, eth0 on virtio_net
         // with no speed, docker0 without a device, no InfiniBand, no /proc/modules.
@@ -459,9 +569,11 @@ mod tests {
         let mut mounts = parse::df(fixture!("sysfs/vm-virtio/df-PkT.txt"));
         classify_mounts(&sys, &mut mounts);
         let root = mounts.iter().find(|m| m.mount == "/").unwrap();
+        // The virtio disk says it rotates; it is unknown, and the source says why.
+        assert_eq!((root.disk.as_deref(), root.media), (Some("vda"), None));
         assert_eq!(
-            (root.disk.as_deref(), root.media),
-            (Some("vda"), Some(DiskMedia::Hdd))
+            root.media_source.as_deref(),
+            Some("vda is a virtio disk: its rotational flag does not say what backs it")
         );
         assert!(
             mounts

@@ -98,6 +98,10 @@ pub struct FleetDoc {
     /// `{kind, what_it_breaks, values: [{value, nodes}]}`, in the order of
     /// [`crate::fleet::DRIFT_KINDS`].
     pub drift: Vec<crate::fleet::Drift>,
+    /// The kinds of drift found that break multi-node jobs and no `--allow-drift`
+    /// relaxed: any fails the report (exit 1).
+    #[serde(default)]
+    pub failing_drift: Vec<String>,
     /// `{file, message}` for each file left out.
     pub problems: Vec<crate::fleet::FileProblem>,
     /// The worst verdict of any node (its checks, acceptance and stack).

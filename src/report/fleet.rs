@@ -27,6 +27,7 @@ pub fn fleet(out: &mut dyn Write, f: &Fleet, json_out: bool, styles: Styles) -> 
                 schema_version: SCHEMA_VERSION,
                 nodes: f.nodes.clone(),
                 drift: f.drift.clone(),
+                failing_drift: f.failing_drift(),
                 problems: f.problems.clone(),
                 worst: f.worst,
                 order: f.order.clone(),
@@ -54,6 +55,22 @@ pub fn fleet(out: &mut dyn Write, f: &Fleet, json_out: bool, styles: Styles) -> 
         for v in &d.values {
             writeln!(out, "  {}: {}", v.value, v.nodes.join(", "))?;
         }
+        if d.allowed {
+            writeln!(
+                out,
+                "  allowed by --allow-drift {}: it does not fail the report",
+                d.kind
+            )?;
+        }
+    }
+    let failing = f.failing_drift();
+    if !failing.is_empty() {
+        writeln!(out)?;
+        writeln!(
+            out,
+            "drift that breaks multi-node jobs: {} (exit 1; `--allow-drift KIND` relaxes one)",
+            failing.join(", ")
+        )?;
     }
     if !f.problems.is_empty() {
         writeln!(out)?;

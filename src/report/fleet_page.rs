@@ -322,9 +322,17 @@ fn drift_groups(drift: &[Drift]) -> Vec<DriftGroup> {
             .what_it_breaks
             .split_once(": ")
             .unwrap_or((d.what_it_breaks.as_str(), ""));
+        let detail = if d.allowed {
+            format!(
+                "{detail} (allowed by --allow-drift {}: it does not fail the report)",
+                d.kind
+            )
+        } else {
+            detail.to_string()
+        };
         let kind = DriftKind {
             kind: d.kind.clone(),
-            detail: detail.to_string(),
+            detail,
             values: d
                 .values
                 .iter()
@@ -361,6 +369,8 @@ mod tests {
                     value: "x".into(),
                     nodes: vec!["a".into()],
                 }],
+                breaks_jobs: crate::fleet::breaks_jobs(kind),
+                allowed: false,
             })
             .collect();
         let groups = drift_groups(&drift);
@@ -380,7 +390,10 @@ mod tests {
                     "a multi-node job will fail or hang",
                     vec!["nccl", "system-nccl", "torch", "torch-cuda"]
                 ),
-                ("usually fine, but named", vec!["driver-branch"]),
+                (
+                    "usually fine, but named",
+                    vec!["driver-branch", "driver", "cuda-toolkit", "cudnn", "os", "kernel"]
+                ),
                 ("a heterogeneous job", vec!["gpu-model", "gpu-count"]),
                 ("RDMA on some nodes only", vec!["rdma"]),
                 ("these nodes fail doctor's own checks", vec!["failing-checks"]),
@@ -388,6 +401,12 @@ mod tests {
             ]
         );
         assert_eq!(groups[0].kinds[0].detail, "torch's NCCL differs between nodes");
+        let mut allowed = drift[0].clone();
+        allowed.allowed = true;
+        assert_eq!(
+            drift_groups(&[allowed])[0].kinds[0].detail,
+            "torch's NCCL differs between nodes (allowed by --allow-drift nccl: it does not fail the report)"
+        );
     }
 
     #[test]

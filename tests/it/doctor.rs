@@ -999,3 +999,56 @@ fn the_three_real_failures_warn() {
         );
     }
 }
+
+#[test]
+fn a_virtio_data_disk_that_says_it_rotates_is_unknown_not_an_hdd() {
+    // single-a100 with its data disk on a virtio disk whose rotational flag is 1, as the
+    // recorded VM's `vda` says (tests/fixtures/host/sysfs/vm-virtio).
+    let dir = derived_host("single-a100", |r| {
+        let df = r["commands"]["df -PkT"]["stdout"].as_str().unwrap().to_string();
+        assert!(df.contains("/dev/nvme1n1 "), "{df}");
+        r["commands"]["df -PkT"]["stdout"] = df.replace("/dev/nvme1n1 ", "/dev/vdb     ").into();
+        r["files"]["/sys/block/vdb/queue/rotational"] = "1\n".into();
+    });
+    let facts = dir.path().join("host.json");
+    let doc = json(&gpuenv(&[
+        "doctor",
+        "--host-facts",
+        facts.to_str().unwrap(),
+        "--json",
+    ]));
+    let data = doc["host"]["mounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["mount"] == "/data")
+        .unwrap();
+    assert_eq!(data["disk"], "vdb");
+    assert!(data.get("media").is_none_or(Value::is_null), "{data}");
+    assert_eq!(
+        data["media_source"],
+        "vdb is a virtio disk: its rotational flag does not say what backs it"
+    );
+    let layout = reason(&doc, "disk-layout");
+    assert!(!layout.contains("rotating drive"), "{layout}");
+    assert!(layout.contains("unknown"), "{layout}");
+    // The order's data disk type is not judged an HDD either: the item says what it read.
+    let run = gpuenv(&[
+        "check",
+        "--host-facts",
+        facts.to_str().unwrap(),
+        "--expect-data-disk-type",
+        "ssd",
+        "--json",
+    ]);
+    let item = json(&run)["acceptance"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["item"] == "data_disk_type")
+        .cloned()
+        .unwrap_or_else(|| panic!("no data_disk_type item: {}", run.stdout));
+    let found = item["found"].as_str().unwrap();
+    assert!(found.contains("virtio disk"), "{found}");
+    assert!(!found.to_lowercase().contains("hdd"), "{found}");
+}

@@ -61,7 +61,11 @@ fn nodes_with<'a>(d: &'a Value, value: &str) -> Vec<&'a str> {
 fn fleet_report_sees_the_planted_drift() {
     let dir = four_nodes();
     let (code, doc) = fleet(dir.path());
-    assert_eq!(code, 0, "every node only warns: {doc}");
+    assert_eq!(code, 1, "no node fails, but torch and NCCL drift: {doc}");
+    assert_eq!(
+        doc["failing_drift"],
+        serde_json::json!(["nccl", "torch", "torch-cuda"])
+    );
     assert_eq!(doc["schema_version"], 1);
     assert_eq!(doc["worst"], "warn");
     assert!(doc["problems"].as_array().unwrap().is_empty(), "{doc}");
@@ -126,7 +130,13 @@ fn fleet_report_sees_the_planted_drift() {
 
     // The text: a row per node, the drift, no problem.
     let run = gpuenv(&["fleet", "report", dir.path().to_str().unwrap()]);
-    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stdout
+            .contains("\ndrift that breaks multi-node jobs: nccl, torch, torch-cuda (exit 1;"),
+        "{}",
+        run.stdout
+    );
     assert!(run.stdout.starts_with("4 nodes\n"), "{}", run.stdout);
     assert!(
         run.stdout
@@ -140,6 +150,150 @@ fn fleet_report_sees_the_planted_drift() {
         run.stdout
     );
     assert!(!run.stdout.contains("left out"), "{}", run.stdout);
+}
+
+/// Two reports of `single-a100` in a new directory, `a.json` as recorded and `b.json`
+/// edited by `edit` (its `doctor --json` document).
+fn two_reports(edit: impl FnOnce(&mut Value)) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    report(dir.path(), "single-a100", "a");
+    let text = std::fs::read_to_string(dir.path().join("a.json")).unwrap();
+    let mut doc: Value = serde_json::from_str(&text).unwrap();
+    edit(&mut doc);
+    std::fs::write(dir.path().join("b.json"), doc.to_string()).unwrap();
+    dir
+}
+
+#[test]
+fn nccl_drift_exits_1_unless_allowed() {
+    let dir = two_reports(|d| d["host"]["pythons"][0]["torch"]["nccl"] = "2.21.5".into());
+    let (code, doc) = fleet(dir.path());
+    assert_eq!(code, 1, "{doc}");
+    assert_eq!(doc["failing_drift"], serde_json::json!(["nccl"]));
+    let nccl = drift(&doc, "nccl").unwrap();
+    assert_eq!(nccl["breaks_jobs"], true);
+    assert_eq!(nccl["allowed"], false);
+
+    let (code, doc, _) = fleet_with(dir.path(), &["--allow-drift", "nccl"]);
+    assert_eq!(code, 0, "{doc}");
+    assert_eq!(doc["failing_drift"], serde_json::json!([]));
+    assert_eq!(drift(&doc, "nccl").unwrap()["allowed"], true);
+    let run = gpuenv(&[
+        "fleet",
+        "report",
+        dir.path().to_str().unwrap(),
+        "--allow-drift",
+        "nccl",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stdout);
+    assert!(
+        run.stdout
+            .contains("allowed by --allow-drift nccl: it does not fail the report"),
+        "{}",
+        run.stdout
+    );
+    // Allowing another kind leaves NCCL failing; a kind that never fails is refused.
+    let (code, _, _) = fleet_with(dir.path(), &["--allow-drift", "torch"]);
+    assert_eq!(code, 1);
+    let run = gpuenv(&[
+        "fleet",
+        "report",
+        dir.path().to_str().unwrap(),
+        "--allow-drift",
+        "gpu-count",
+    ]);
+    assert_eq!(run.code, 2, "{}", run.stdout);
+    assert!(
+        run.stderr.contains("invalid --allow-drift `gpu-count`"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn finer_facts_drift_each_with_what_it_breaks() {
+    let dir = two_reports(|d| {
+        let h = &mut d["host"];
+        h["driver"]["value"] = "535.183.01".into();
+        h["toolkits"][0]["version"] = "12.6.2".into();
+        h["cudnn"][0]["version"] = "8".into();
+        h["os"]["pretty_name"] = "Ubuntu 24.04.1 LTS".into();
+        h["kernel"] = "6.8.0-45-generic".into();
+    });
+    let (code, doc) = fleet(dir.path());
+    assert_eq!(code, 0, "none of these fails the report: {doc}");
+    for (kind, a, b, says) in [
+        ("driver", "535.104.05", "535.183.01", "NCCL"),
+        ("cuda-toolkit", "12.4.1", "12.6.2", "extension"),
+        ("cudnn", "9", "8", "may not load"),
+        ("os", "Ubuntu 22.04.4 LTS", "Ubuntu 24.04.1 LTS", "glibc"),
+        ("kernel", "5.15.0-105-generic", "6.8.0-45-generic", "RDMA"),
+    ] {
+        let d = drift(&doc, kind).unwrap_or_else(|| panic!("no {kind} drift: {doc}"));
+        assert_eq!(nodes_with(d, a), ["a"], "{kind}");
+        assert_eq!(nodes_with(d, b), ["b"], "{kind}");
+        assert!(
+            d["what_it_breaks"].as_str().unwrap().contains(says),
+            "{kind}: {d}"
+        );
+        assert_eq!(d["breaks_jobs"], false, "{kind}");
+    }
+    assert!(drift(&doc, "driver-branch").is_none(), "one branch: {doc}");
+}
+
+#[test]
+fn one_host_name_on_two_machines_is_two_rows_and_their_drift() {
+    let a_id = "aaaaaaaa11111111aaaaaaaa11111111";
+    let b_id = "bbbbbbbb22222222bbbbbbbb22222222";
+    let dir = tempfile::tempdir().unwrap();
+    report(dir.path(), "single-a100", "recorded");
+    let text = std::fs::read_to_string(dir.path().join("recorded.json")).unwrap();
+    std::fs::remove_file(dir.path().join("recorded.json")).unwrap();
+    let write = |name: &str, id: &str, torch: &str| {
+        let mut doc: Value = serde_json::from_str(&text).unwrap();
+        doc["host"]["hostname"] = "localhost".into();
+        doc["host"]["machine_id"] = id.into();
+        doc["host"]["pythons"][0]["torch"]["version"] = torch.into();
+        std::fs::write(dir.path().join(format!("{name}.json")), doc.to_string()).unwrap();
+    };
+    write("a", a_id, "2.4.1");
+    write("b", b_id, "2.5.1");
+    // The first machine reported again: the only duplicate.
+    write("c", a_id, "2.4.1");
+    // Its ID under another host name: a clone of its image, a machine of its own.
+    write("d", a_id, "2.4.1");
+    let clone = dir.path().join("d.json");
+    let mut doc: Value = serde_json::from_str(&std::fs::read_to_string(&clone).unwrap()).unwrap();
+    doc["host"]["hostname"] = "clone".into();
+    std::fs::write(&clone, doc.to_string()).unwrap();
+    let (code, doc) = fleet(dir.path());
+    assert_eq!(code, 1, "torch differs: {doc}");
+    let names: Vec<&str> = doc["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["node"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["localhost (aaaaaaaa)", "localhost (bbbbbbbb)", "clone"]);
+    let torch = drift(&doc, "torch").expect("torch differs between the two machines");
+    assert_eq!(nodes_with(torch, "2.4.1"), ["localhost (aaaaaaaa)", "clone"]);
+    assert_eq!(nodes_with(torch, "2.5.1"), ["localhost (bbbbbbbb)"]);
+    let problems = doc["problems"].as_array().unwrap();
+    assert_eq!(problems.len(), 1, "{doc}");
+    let said = problems[0]["message"].as_str().unwrap();
+    assert!(problems[0]["file"].as_str().unwrap().ends_with("c.json"), "{doc}");
+    assert!(
+        said.contains("a second report of node `localhost`") && said.contains("the same machine ID"),
+        "{said}"
+    );
+    let run = gpuenv(&["fleet", "report", dir.path().to_str().unwrap()]);
+    assert!(run.stdout.contains("3 nodes\n"), "{}", run.stdout);
+    assert!(!run.stdout.contains("no drift"), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("  2.5.1: localhost (bbbbbbbb)\n"),
+        "{}",
+        run.stdout
+    );
 }
 
 #[test]
@@ -194,7 +348,7 @@ fn fleet_report_names_each_bad_file_and_merges_the_rest() {
     std::fs::write(p.join("e-binary.json"), b"\x00\x01").unwrap();
     std::fs::write(p.join("notes.txt"), "not a report, not read").unwrap();
     let (code, doc) = fleet(p);
-    assert_eq!(code, 0, "{doc}");
+    assert_eq!(code, 1, "the four nodes' torch and NCCL drift: {doc}");
     assert_eq!(doc["nodes"].as_array().unwrap().len(), 4, "{doc}");
     let problems: Vec<(String, String)> = doc["problems"]
         .as_array()
@@ -223,7 +377,7 @@ fn fleet_report_names_each_bad_file_and_merges_the_rest() {
     assert_eq!(problems.len(), 6, "{problems:#?}");
     // An unreadable file named on the command line is one more line.
     let run = gpuenv(&["fleet", "report", p.to_str().unwrap(), "/nonexistent/r.json"]);
-    assert_eq!(run.code, 0);
+    assert_eq!(run.code, 1);
     assert!(run.stdout.contains("left out:\n"), "{}", run.stdout);
     assert!(
         run.stdout
@@ -376,7 +530,22 @@ fn an_order_fails_the_nodes_without_what_was_ordered() {
 
     // A flag given with the file replaces the file's item (the flags and the file are read
     // as `check` reads them).
-    let (code, doc, _) = fleet_with(dir.path(), &["--order", &order, "--expect-gpus", "1"]);
+    // The four nodes' torch drift is allowed (repeatable), so the exit is the order's.
+    let (code, doc, _) = fleet_with(
+        dir.path(),
+        &[
+            "--order",
+            &order,
+            "--expect-gpus",
+            "1",
+            "--allow-drift",
+            "nccl",
+            "--allow-drift",
+            "torch",
+            "--allow-drift",
+            "torch-cuda",
+        ],
+    );
     assert_eq!(code, 0, "every node holds at least one GPU: {doc}");
     assert_eq!(doc["order"][0]["expected"], "1");
 
