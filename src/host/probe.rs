@@ -553,6 +553,7 @@ fn fill_gpu(gpu: &mut GpuInfo, xml: &GpuInfo) {
     state.temperature_slowdown_c = state.temperature_slowdown_c.or(from.temperature_slowdown_c);
     state.throttle = state.throttle.take().or_else(|| from.throttle.clone());
     state.persistence_mode = state.persistence_mode.or(from.persistence_mode);
+    state.repair = state.repair.take().or_else(|| from.repair.clone());
     match (&mut state.processes, &from.processes) {
         (None, p) => state.processes = p.clone(),
         // NVML gives pids only; the XML names them.
