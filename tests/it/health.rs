@@ -335,3 +335,72 @@ fn empty_and_comment_only_orders_and_bad_relaxations_are_bad_input() {
         run.stderr
     );
 }
+
+/// The page of a sick host: NOT ACCEPTED at the top, the failing items named, doctor's
+/// failing check as a warning beside the verdict, and no green banner anywhere; the same
+/// in the DOM headless chromium builds.
+#[test]
+fn the_page_of_a_sick_host_says_not_accepted_at_the_top() {
+    use crate::report_page::{browser_ready, dump_dom, page_errors};
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("acceptance.html");
+    let host = recorded("h100-mig");
+    let run = gpuenv(&[
+        "check",
+        "--host-facts",
+        host.to_str().unwrap(),
+        "--expect-gpu",
+        "H100 PCIe",
+        "--report",
+        page.to_str().unwrap(),
+    ]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let html = std::fs::read_to_string(&page).unwrap();
+    let verdict =
+        "NOT ACCEPTED: 3 failed, 0 decided by an override (health-ecc, health-mig, health-throttle)";
+    assert!(html.contains(verdict), "{html}");
+    assert!(!html.contains("ACCEPTED: every item holds"), "{html}");
+    assert!(
+        html.contains("<p id=\"overall\" class=\"overall fail\">"),
+        "{html}"
+    );
+    let at = |needle: &str| {
+        html.find(needle)
+            .unwrap_or_else(|| panic!("no `{needle}` in the page"))
+    };
+    // The verdict and its warning come before the order's table and the doctor checks.
+    assert!(at(verdict) < at("<table id=\"acceptance\">"));
+    let warning = "Warning: doctor check gpu-health fails: GPU 0 has uncorrected ECC errors";
+    assert!(
+        at(verdict) < at(warning) && at(warning) < at("<table id=\"acceptance\">"),
+        "{html}"
+    );
+
+    browser_ready();
+    let scratch = dir.path().join("chromium");
+    std::fs::create_dir_all(&scratch).unwrap();
+    let (dumped, _) = dump_dom(&page, &scratch);
+    assert!(dumped.stdout.contains(verdict), "{}", dumped.stdout);
+    assert!(!dumped.stdout.contains("ACCEPTED: every item holds"));
+    assert!(page_errors(&dumped.stderr, &page).is_empty(), "{}", dumped.stderr);
+
+    // A healthy host's page is green, with no warning beside it.
+    let idle = idle_pro_6000(&[]);
+    let page = dir.path().join("healthy.html");
+    let run = gpuenv(&[
+        "check",
+        "--host-facts",
+        idle.path().join("host.json").to_str().unwrap(),
+        "--expect-gpus",
+        "1",
+        "--report",
+        page.to_str().unwrap(),
+    ]);
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        html.contains("ACCEPTED: every item holds"),
+        "{}\n{html}",
+        run.stdout
+    );
+    assert!(!html.contains("NOT ACCEPTED"));
+}
