@@ -366,3 +366,120 @@ fn failure_text(f: &crate::host::SmiFailure) -> String {
         F::Other { message } => crate::text::excerpt(message),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host::{GpuProcess, GpuState};
+
+    fn host(state: GpuState, mig: Option<bool>) -> HostReport {
+        HostReport {
+            gpus: vec![GpuInfo {
+                index: 0,
+                name: "NVIDIA A100-SXM4-80GB".into(),
+                ecc_uncorrected_volatile: Some(0),
+                ecc_uncorrected_aggregate: Some(0),
+                mig_enabled: mig,
+                state: Some(state),
+                ..GpuInfo::default()
+            }],
+            ..HostReport::default()
+        }
+    }
+
+    fn by_key(items: &[Acceptance], h: Health) -> &Acceptance {
+        items.iter().find(|a| a.item == h.key()).unwrap()
+    }
+
+    /// A fault fails unless its own word allows it; `unknown` relaxes unknown facts only,
+    /// never a fault; each relaxation is said in `found` and `relaxed_by`.
+    #[test]
+    fn faults_and_unknowns_are_relaxed_only_by_name() {
+        let state = GpuState {
+            processes: Some(vec![GpuProcess {
+                pid: 7,
+                name: "python".into(),
+                kind: Some("C".into()),
+                used_mib: Some(1024),
+            }]),
+            ..GpuState::default()
+        };
+        let h = host(state, None);
+        let strict = health_items(&h, &[], "the order");
+        assert!(!by_key(&strict, Health::Processes).pass);
+        assert_eq!(
+            by_key(&strict, Health::Processes).found,
+            "GPU 0: pid 7 python holds 1024 MiB"
+        );
+        assert!(!by_key(&strict, Health::Throttle).pass);
+        assert!(by_key(&strict, Health::Throttle).found.starts_with("unknown: "));
+        assert!(by_key(&strict, Health::Ecc).pass);
+
+        let unknowns = health_items(&h, &["unknown".into()], "order.toml line 2");
+        assert!(
+            !by_key(&unknowns, Health::Processes).pass,
+            "a fault is not an unknown"
+        );
+        let t = by_key(&unknowns, Health::Throttle);
+        assert!(t.pass);
+        assert_eq!(
+            t.relaxed_by.as_deref(),
+            Some("order.toml line 2 allows `unknown`")
+        );
+        assert!(
+            t.found.ends_with("(relaxed: order.toml line 2 allows `unknown`)"),
+            "{}",
+            t.found
+        );
+
+        let processes = health_items(&h, &["processes".into()], "--allow-health");
+        assert!(by_key(&processes, Health::Processes).pass);
+        assert!(!by_key(&processes, Health::Throttle).pass);
+    }
+
+    #[test]
+    fn words_and_keys_are_stable_kebab_case() {
+        let keys: Vec<&str> = Health::ALL.map(Health::key).to_vec();
+        assert_eq!(
+            keys,
+            [
+                "health-nvml",
+                "health-ecc",
+                "health-row-remap",
+                "health-retired-pages",
+                "health-mig",
+                "health-processes",
+                "health-throttle"
+            ]
+        );
+        for h in Health::ALL {
+            assert_eq!(Health::from_word(h.word()), Some(h));
+        }
+        assert_eq!(Health::from_word(ALLOW_UNKNOWN), None);
+    }
+
+    /// Only the hardware reasons fail: idle and a software power cap are settings.
+    #[test]
+    fn only_hardware_slowdowns_fail() {
+        for (active, pass) in [
+            (vec![Throttle::GpuIdle], true),
+            (vec![Throttle::SwPowerCap], true),
+            (vec![Throttle::HwPowerBrake], false),
+            (vec![Throttle::HwThermal], false),
+            (vec![Throttle::HwSlowdown], false),
+        ] {
+            let h = host(
+                GpuState {
+                    throttle: Some(active.clone()),
+                    ..GpuState::default()
+                },
+                Some(false),
+            );
+            assert_eq!(
+                by_key(&health_items(&h, &[], "o"), Health::Throttle).pass,
+                pass,
+                "{active:?}"
+            );
+        }
+    }
+}

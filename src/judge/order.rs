@@ -26,6 +26,10 @@
 //! version the driver must support (`"12.4"`); `container_runtime` is `true`. A `false` asks
 //! for nothing, so it is refused: leave the key out instead.
 //!
+//! Health is part of every order without being written (see [`super::health`]);
+//! `health_allow = ["mig", "unknown"]` relaxes the health items it names (`unknown`: every
+//! health fact that cannot be read), and is not an item: an order of nothing else is empty.
+//!
 //! Owns: the keys of an order, their types and units, and every message about a bad one
 //! (file, line, key, an excerpt of the value, and what was expected). Must not: read files (the caller
 //! hands over the text), judge a host, or read a GPU name or a driver requirement beyond
