@@ -27,15 +27,46 @@ pub enum Health {
     Throttle,
     /// A GPU the driver lists that NVML (and so `nvidia-smi`) cannot reach.
     Nvml,
+    /// An XID error of a GPU fault in the kernel log since boot.
+    Xid,
 }
+
+/// NVIDIA's XID catalog: the XIDs that mean a fault of the GPU (fail), and those its
+/// catalog puts on the application (listed, not a fault of the GPU). Source: NVIDIA, Xid
+/// Errors, https://docs.nvidia.com/deploy/xid-errors/index.html (the catalog's
+/// descriptions and resolution buckets).
+const XIDS: [(u32, &str, bool); 9] = [
+    (
+        13,
+        "Graphics Engine Exception: usually an application error",
+        false,
+    ),
+    (
+        31,
+        "GPU memory page fault: usually an application's illegal address",
+        false,
+    ),
+    (43, "GPU stopped processing: a user application fault", false),
+    (48, "Double Bit ECC Error (DBE): uncorrectable memory error", true),
+    (
+        63,
+        "ECC page retirement or row remapping recording event: reset the GPU",
+        true,
+    ),
+    (64, "ECC page retirement or row remapper recording failure", true),
+    (79, "GPU has fallen off the bus", true),
+    (94, "Contained ECC error", true),
+    (95, "Uncontained ECC error: reset the GPU", true),
+];
 
 /// The word of `health_allow` that relaxes every item whose fact is unknown.
 pub const ALLOW_UNKNOWN: &str = "unknown";
 
 impl Health {
     /// Every health item, in the order acceptance reports them.
-    pub const ALL: [Health; 7] = [
+    pub const ALL: [Health; 8] = [
         Health::Nvml,
+        Health::Xid,
         Health::Ecc,
         Health::RowRemap,
         Health::RetiredPages,
@@ -54,6 +85,7 @@ impl Health {
             Health::Processes => "health-processes",
             Health::Throttle => "health-throttle",
             Health::Nvml => "health-nvml",
+            Health::Xid => "health-xid",
         }
     }
 
@@ -77,6 +109,7 @@ impl Health {
             Health::Processes => "no process holding GPU memory",
             Health::Throttle => "no hardware slowdown or power brake active",
             Health::Nvml => "every GPU the driver lists reachable through NVML",
+            Health::Xid => "no XID of a GPU fault in the kernel log since boot",
         }
     }
 
@@ -117,6 +150,13 @@ impl Health {
             Health::Nvml => {
                 "fails where the driver is loaded but nvidia-smi (NVML) reports an error instead of the GPUs, \
                  or lists none"
+            }
+            Health::Xid => {
+                "fails on an NVRM Xid line of the kernel log since boot (its last 20000 lines) whose XID \
+                 NVIDIA's catalog lists as a GPU fault (48 double-bit ECC, 63/64 row remap or page \
+                 retirement event/failure, 79 fallen off the bus, 94/95 contained/uncontained ECC) or \
+                 that gpuenv's table does not know; 13, 31 and 43 are application errors and are listed \
+                 only (NVIDIA, Xid Errors: https://docs.nvidia.com/deploy/xid-errors/index.html)"
             }
         }
     }
@@ -172,6 +212,9 @@ pub fn health_items(host: &HostReport, allow: &[String], allowed_by: &str) -> Ve
 fn read(host: &HostReport, h: Health) -> Reading {
     if h == Health::Nvml {
         return nvml(host);
+    }
+    if h == Health::Xid {
+        return xid(host);
     }
     if host.gpus.is_empty() {
         return Reading::Unknown("no GPU listed".into());
@@ -332,8 +375,8 @@ fn gpu_reading(g: &GpuInfo, h: Health) -> Reading {
             }
             None => Reading::Unknown(format!("{gpu}: clock-event reasons not reported")),
         },
-        // Read for the host in `nvml`, never per GPU.
-        Health::Nvml => Reading::Unknown(format!("{gpu}: read for the host")),
+        // Read for the host in `nvml` and `xid`, never per GPU.
+        Health::Nvml | Health::Xid => Reading::Unknown(format!("{gpu}: read for the host")),
     }
 }
 
@@ -351,6 +394,45 @@ fn nvml(host: &HostReport) -> Reading {
         )),
         (None, true, Some(_)) => Reading::Sick("the driver is loaded but lists no GPU".into()),
         (None, true, None) => Reading::Unknown("no driver and no GPU".into()),
+    }
+}
+
+fn xid(host: &HostReport) -> Reading {
+    let Some(log) = &host.kernel_log else {
+        return Reading::Unknown("the kernel log could not be read (journalctl -k, dmesg)".into());
+    };
+    let mut faults = Vec::new();
+    let mut apps = Vec::new();
+    for e in &log.value {
+        let known = XIDS.iter().find(|(n, _, _)| *n == e.xid);
+        let line = format!(
+            "XID {} on {}: {}",
+            e.xid,
+            if e.device.is_empty() {
+                "a GPU"
+            } else {
+                e.device.as_str()
+            },
+            known.map_or(
+                "not in gpuenv's table; see NVIDIA's Xid catalog",
+                |(_, meaning, _)| meaning
+            )
+        );
+        match known {
+            Some((_, _, false)) => apps.push(line),
+            _ => faults.push(line),
+        }
+    }
+    faults.dedup();
+    apps.dedup();
+    match (faults.is_empty(), apps.is_empty()) {
+        (false, _) => Reading::Sick(faults.join("; ")),
+        (true, false) => Reading::Healthy(format!(
+            "no XID of a GPU fault ({}), application errors only: {}",
+            log.source,
+            apps.join("; ")
+        )),
+        (true, true) => Reading::Healthy(format!("no XID in the kernel log ({})", log.source)),
     }
 }
 
@@ -444,6 +526,7 @@ mod tests {
             keys,
             [
                 "health-nvml",
+                "health-xid",
                 "health-ecc",
                 "health-row-remap",
                 "health-retired-pages",

@@ -456,8 +456,8 @@ fn a_full_order_names_what_the_delivery_lacks() {
     );
     assert_eq!(code, 0, "{doc:#}");
     assert_eq!(doc["accepted"], true);
-    // Five items ordered, and the seven health items every order holds.
-    assert_eq!(doc["acceptance"].as_array().unwrap().len(), 5 + 7);
+    // Five items ordered, and the eight health items every order holds.
+    assert_eq!(doc["acceptance"].as_array().unwrap().len(), 5 + 8);
 }
 
 /// A bad value of each new kind exits 2 and names the key or the flag, with nothing probed.

@@ -709,6 +709,7 @@ fn acceptance_fails_exactly_on_the_planted_mismatches() {
             ("memory", true),
             ("disk", true),
             ("health-nvml", true),
+            ("health-xid", true),
             ("health-ecc", true),
             ("health-row-remap", true),
             ("health-retired-pages", true),
@@ -775,8 +776,8 @@ fn acceptance_passes_the_order_delivered() {
         order.to_str().unwrap(),
     ]);
     assert_eq!(code, 0);
-    // Seven items ordered, and the seven health items every order holds.
-    assert_eq!(doc["acceptance"].as_array().unwrap().len(), 7 + 7);
+    // Seven items ordered, and the eight health items every order holds.
+    assert_eq!(doc["acceptance"].as_array().unwrap().len(), 7 + 8);
     std::fs::write(&order, "gpu = \"H100 SXM\"\ncolour = \"green\"\n").unwrap();
     let run = gpuenv(&["check", "--host-facts", &h, "--order", order.to_str().unwrap()]);
     assert_eq!(run.code, 2, "an unknown key in an order is bad input");

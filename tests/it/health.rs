@@ -5,9 +5,15 @@
 
 use serde_json::Value;
 
-use crate::support::{derived_host, fixture, gpuenv, json};
+use crate::support::{derived_host, fixture, gpuenv, json, ran};
 
 const XML: &str = "nvidia-smi -q -x";
+/// The kernel log command as the probe runs it.
+const KERNEL_LOG: &str = "journalctl -k -b -q --no-pager -n 20000";
+/// A kernel log since boot with the driver loaded and no XID.
+const CLEAN_LOG: &str = "[    0.000000] Linux version 6.8.0-49-generic (buildd@lcy02-amd64-103)\n\
+[    5.118201] nvidia: module license 'NVIDIA' taints kernel.\n\
+[    5.402113] NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  590.44.01\n";
 const PRO_6000: &str = "1x-rtx-pro-6000-gen4-slot";
 
 /// `check --json` and the text run on the host record at `host` with `args`; both must
@@ -74,6 +80,7 @@ fn idle_pro_6000(extra: &[(&str, &str)]) -> tempfile::TempDir {
             xml = xml.replace(from, to);
         }
         *out = Value::String(xml);
+        record["commands"][KERNEL_LOG] = ran(CLEAN_LOG);
     })
 }
 
@@ -124,7 +131,8 @@ fn a_healthy_host_with_every_fact_is_accepted_and_each_planted_fault_is_not() {
 
 #[test]
 fn another_tenants_process_is_not_accepted_unless_the_order_allows_it() {
-    let host = recorded(PRO_6000);
+    let copy = derived_host(PRO_6000, |record| record["commands"][KERNEL_LOG] = ran(CLEAN_LOG));
+    let host = copy.path().join("host.json");
     let (code, doc, text) = check(&host, &["--expect-gpus", "1"]);
     assert_eq!(code, 1, "{text}");
     assert_eq!(doc["accepted"], false);
@@ -227,10 +235,15 @@ fn ecc_errors_and_mig_on_the_h100_are_named_and_relaxed_one_at_a_time() {
     let (code, doc, text) = check(&host, &args);
     assert_eq!(code, 1, "{text}");
     assert_eq!(doc["accepted"], false);
+    // No kernel log in the recording: the XID item is unknown, and fails.
     assert_eq!(
         failing(&doc),
-        ["health-ecc", "health-mig", "health-throttle"],
+        ["health-xid", "health-ecc", "health-mig", "health-throttle"],
         "{text}"
+    );
+    assert_eq!(
+        item(&doc, "health-xid")["found"],
+        "unknown: the kernel log could not be read (journalctl -k, dmesg)"
     );
     assert_eq!(
         item(&doc, "health-ecc")["found"],
@@ -356,8 +369,7 @@ fn the_page_of_a_sick_host_says_not_accepted_at_the_top() {
     ]);
     assert_eq!(run.code, 1, "{}", run.stderr);
     let html = std::fs::read_to_string(&page).unwrap();
-    let verdict =
-        "NOT ACCEPTED: 3 failed, 0 decided by an override (health-ecc, health-mig, health-throttle)";
+    let verdict = "NOT ACCEPTED: 4 failed, 0 decided by an override (health-xid, health-ecc, health-mig, health-throttle)";
     assert!(html.contains(verdict), "{html}");
     assert!(!html.contains("ACCEPTED: every item holds"), "{html}");
     assert!(
@@ -403,4 +415,52 @@ fn the_page_of_a_sick_host_says_not_accepted_at_the_top() {
         run.stdout
     );
     assert!(!html.contains("NOT ACCEPTED"));
+}
+
+/// XID 79 in the kernel log since boot: not accepted, the XID and NVIDIA's meaning named;
+/// an application's XID 13 alone is listed and passes.
+#[test]
+fn an_xid_of_a_gpu_fault_in_the_kernel_log_is_not_accepted() {
+    let log_with = |line: &str| {
+        derived_host(PRO_6000, |record| {
+            let xml = record["commands"][XML]["stdout"].as_str().unwrap().to_string();
+            let start = xml.find("<processes>").unwrap();
+            let end = xml.find("</processes>").unwrap() + "</processes>".len();
+            record["commands"][XML]["stdout"] = Value::String(format!(
+                "{}<processes>\n\t\t</processes>{}",
+                &xml[..start],
+                &xml[end..]
+            ));
+            record["commands"][KERNEL_LOG] = ran(&format!("{CLEAN_LOG}{line}\n"));
+        })
+    };
+    let fell = log_with(
+        "[ 8812.004211] NVRM: Xid (PCI:0000:01:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.",
+    );
+    let (code, doc, text) = check(&fell.path().join("host.json"), &["--expect-gpus", "1"]);
+    assert_eq!(code, 1, "{text}");
+    assert_eq!(failing(&doc), ["health-xid"], "{text}");
+    assert_eq!(
+        item(&doc, "health-xid")["found"],
+        "XID 79 on PCI:0000:01:00: GPU has fallen off the bus"
+    );
+    assert!(
+        item(&doc, "health-xid")["rule"]
+            .as_str()
+            .unwrap()
+            .contains("https://docs.nvidia.com/deploy/xid-errors/index.html")
+    );
+
+    let app = log_with(
+        "[  91.3] NVRM: Xid (PCI:0000:01:00): 13, pid=4242, name=python3, Graphics Exception: ESR 0x405840=0x0",
+    );
+    let (code, doc, text) = check(&app.path().join("host.json"), &["--expect-gpus", "1"]);
+    assert_eq!(code, 0, "{text}");
+    assert!(
+        item(&doc, "health-xid")["found"]
+            .as_str()
+            .unwrap()
+            .contains("application errors only: XID 13 on PCI:0000:01:00: Graphics Engine Exception"),
+        "{doc:#}"
+    );
 }

@@ -223,6 +223,28 @@ fn repair(gpu: Node<'_, '_>) -> Option<MemoryRepair> {
     (r != MemoryRepair::default()).then_some(r)
 }
 
+/// One kernel log line's XID event: `NVRM: Xid (PCI:0000:3b:00): 79, pid=..., GPU has
+/// fallen off the bus.` (with any timestamp or prefix before it); `None` for any other line.
+pub fn xid_line(line: &str) -> Option<crate::host::XidEvent> {
+    let rest = &line[line.find("NVRM: Xid")? + "NVRM: Xid".len()..];
+    let rest = rest.trim_start();
+    let (device, after) = match rest.strip_prefix('(') {
+        Some(r) => {
+            let (d, a) = r.split_once(')')?;
+            (d.trim().to_string(), a.trim_start_matches(':').trim_start())
+        }
+        None => (String::new(), rest.trim_start_matches(':').trim_start()),
+    };
+    let digits: String = after.chars().take_while(char::is_ascii_digit).collect();
+    let xid = digits.parse().ok()?;
+    let text = after[digits.len()..].trim_start_matches(',').trim();
+    Some(crate::host::XidEvent {
+        xid,
+        device,
+        text: crate::text::excerpt(text),
+    })
+}
+
 /// `P8` as written; anything else (`Unknown`, a deprecation notice) is no state.
 fn pstate(raw: &str) -> Option<String> {
     let v = present(raw)?;
@@ -528,6 +550,21 @@ mod tests {
     fn query_fields_count() {
         assert_eq!(SMI_QUERY_FIELDS.split(',').count(), FIELD_COUNT);
         assert!(!SMI_QUERY_FIELDS.contains(' '));
+    }
+
+    #[test]
+    fn xid_lines_as_the_driver_writes_them() {
+        let e = xid_line("[ 1234.5] NVRM: Xid (PCI:0000:3b:00): 79, pid=1896, GPU has fallen off the bus.")
+            .unwrap();
+        assert_eq!((e.xid, e.device.as_str()), (79, "PCI:0000:3b:00"));
+        assert_eq!(e.text, "pid=1896, GPU has fallen off the bus.");
+        let e = xid_line("kernel: NVRM: Xid (PCI:0000:10:1c): 63, pid=1896, Row Remapper: New row marked for remapping, reset gpu to activate.").unwrap();
+        assert_eq!(e.xid, 63);
+        assert_eq!(
+            xid_line("NVRM: loading NVIDIA UNIX x86_64 Kernel Module  535.104.05"),
+            None
+        );
+        assert_eq!(xid_line("NVRM: Xid (PCI:0000:3b:00): not a number"), None);
     }
 
     /// Memory repairs as each generation reports them: a V100 (page retirement, the old
