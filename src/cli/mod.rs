@@ -1024,11 +1024,20 @@ fn check(cli: &Cli, args: &CheckArgs, out: &mut dyn Write, styles: report::Style
     let page_format = args.report.as_deref().map(report_target).transpose()?;
     let db = open_db(&cli.db)?;
     let expect = args.order.expectation()?;
+    // An order file with no item would accept the machine on nothing, as in `fleet report`.
+    if let (Some(path), true) = (&args.order.order, expect.is_empty()) {
+        return Err(CliError::Usage(format!(
+            "invalid --order `{}`: it names no item (expected at least one of {}), so there is nothing to \
+             accept the machine against",
+            crate::files::shown(path),
+            crate::judge::Item::ALL.map(crate::judge::Item::key).join(", ")
+        )));
+    }
 
     let (host, record) = args
         .host
         .report_with_record(&args.python_path, &db, page_format.is_some())?;
-    let acceptance = crate::judge::accept(&db, &host, &expect).map_err(CliError::Usage)?;
+    let acceptance = crate::judge::accept_with_health(&db, &host, &expect).map_err(CliError::Usage)?;
 
     // The project's needs from the flags and files, on this host.
     let mut q = args.stack.to_query(&db)?;

@@ -80,6 +80,11 @@ pub struct OrderArgs {
     /// units; flags given as well take precedence.
     #[arg(long, value_name = "FILE")]
     pub order: Option<std::path::PathBuf>,
+    /// Accept although this health item fails or is unknown (`mig`, `processes`,
+    /// `throttle`, `ecc`, `row-remap`, `retired-pages`, `nvml`; `unknown` for every fact
+    /// that cannot be read); repeatable, added to the order's `health_allow`, and printed.
+    #[arg(long, value_name = "ITEM")]
+    pub allow_health: Vec<String>,
 }
 
 impl OrderArgs {
@@ -122,6 +127,9 @@ impl OrderArgs {
             if let Some(v) = value {
                 expect.set_flag(item, v).map_err(CliError::Usage)?;
             }
+        }
+        for word in &self.allow_health {
+            expect.allow_health(word).map_err(CliError::Usage)?;
         }
         Ok(expect)
     }

@@ -15,6 +15,6 @@ pub mod system;
 pub mod types;
 
 pub use probe::{
-    CdiSpec, DockerProbe, HostReport, LibFound, ProbeOptions, PythonEnv, Sourced, TorchProbe, probe,
+    CdiSpec, DockerProbe, HostReport, LibFound, ProbeOptions, PythonEnv, Sourced, TorchProbe, XidEvent, probe,
 };
 pub use types::*;

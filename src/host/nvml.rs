@@ -105,6 +105,8 @@ fn state(d: &Device<'_>) -> GpuState {
         throttle: d.current_throttle_reasons().ok().map(throttle),
         persistence_mode: d.is_in_persistent_mode().ok(),
         processes: processes(d),
+        // NVML's retirement and remap readings are not asked; the XML fills them.
+        repair: None,
     }
 }
 

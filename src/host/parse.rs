@@ -35,7 +35,7 @@ pub use crate::formats::{
     cuda_version_json, cuda_version_txt, cudnn_header, lib_version, nccl_header, os_release,
 };
 pub use fabric::{lspci_nvswitches, smi_nvlink_status};
-pub use smi::{SMI_QUERY_FIELDS, SMI_QUERY_FORMAT, smi_csv, smi_failure, smi_table_cuda, smi_xml};
+pub use smi::{SMI_QUERY_FIELDS, SMI_QUERY_FORMAT, smi_csv, smi_failure, smi_table_cuda, smi_xml, xid_line};
 pub use sysfs::{
     block_disk, net_speed_mbps, numa_nodes, peermem_loaded, rdma_rate_gbps, rdma_state, rotational,
     sysfs_word, uevent_driver,

@@ -239,6 +239,10 @@ pub struct HostReport {
     /// reports with the same value come from the same machine.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub machine_id: Option<String>,
+    /// The NVIDIA XID events of the kernel log since boot; `None` where the log could not
+    /// be read (no permission, no journal and no `dmesg`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_log: Option<Sourced<Vec<XidEvent>>>,
     /// Probes that failed or were cut off.
     pub issues: Vec<ProbeIssue>,
     /// `GPUENV_*` overrides applied.
@@ -374,6 +378,7 @@ fn probe_gpus(sys: &dyn System) -> Part {
     let topology = topology(sys, &f.gpus);
     let nvlink = nvlink(sys, &f.gpus);
     let nvswitches = nvswitches(sys, &f.gpus);
+    let kernel_log = kernel_xids(sys);
     let GpuFacts {
         driver,
         driver_cuda,
@@ -392,7 +397,43 @@ fn probe_gpus(sys: &dyn System) -> Part {
         r.topology = topology;
         r.nvlink = nvlink;
         r.nvswitches = nvswitches;
+        r.kernel_log = kernel_log;
         r.issues.extend(issues);
+    })
+}
+
+/// One `NVRM: Xid` line of the kernel log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct XidEvent {
+    /// The XID number.
+    pub xid: u32,
+    /// The device as the driver named it (`PCI:0000:3b:00`).
+    pub device: String,
+    /// The rest of the line after the XID, as the driver wrote it (cut to a line's length).
+    pub text: String,
+}
+
+/// The kernel log's lines gpuenv reads: the last ones since boot, so that a noisy kernel
+/// cannot make the probe or its record grow without end.
+pub const KERNEL_LOG_LINES: &str = "20000";
+
+/// The XID events of the kernel log since boot: the journal's kernel messages, else
+/// `dmesg`. A log that reads empty is not read (the kernel always logs at boot; an empty
+/// answer is a missing permission), so `None`.
+fn kernel_xids(sys: &dyn System) -> Option<Sourced<Vec<XidEvent>>> {
+    let sources: [(&str, &[&str]); 2] = [
+        (
+            "journalctl",
+            &["-k", "-b", "-q", "--no-pager", "-n", KERNEL_LOG_LINES],
+        ),
+        ("dmesg", &[]),
+    ];
+    sources.into_iter().find_map(|(program, args)| {
+        let out = sys.run(program, args);
+        (out.ok() && !out.stdout.trim().is_empty()).then(|| {
+            let events = out.stdout.lines().filter_map(parse::xid_line).collect();
+            Sourced::new(events, crate::host::system::command_key(program, args))
+        })
     })
 }
 
@@ -553,6 +594,7 @@ fn fill_gpu(gpu: &mut GpuInfo, xml: &GpuInfo) {
     state.temperature_slowdown_c = state.temperature_slowdown_c.or(from.temperature_slowdown_c);
     state.throttle = state.throttle.take().or_else(|| from.throttle.clone());
     state.persistence_mode = state.persistence_mode.or(from.persistence_mode);
+    state.repair = state.repair.take().or_else(|| from.repair.clone());
     match (&mut state.processes, &from.processes) {
         (None, p) => state.processes = p.clone(),
         // NVML gives pids only; the XML names them.

@@ -106,6 +106,33 @@ pub struct GpuState {
     /// Processes holding GPU memory; `None` when not reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub processes: Option<Vec<GpuProcess>>,
+    /// How the GPU's memory has been repaired (retired pages, remapped rows), and which
+    /// health features the GPU has at all; `None` when the report has no such section.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repair: Option<MemoryRepair>,
+}
+
+/// What `nvidia-smi -q -x` says of the GPU's memory repairs (`retired_pages`,
+/// `remapped_rows`) and of the features that make a health reading meaningful. Each field
+/// is `None` when the report says `N/A` or nothing.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryRepair {
+    /// Pages retired after double-bit (uncorrectable) ECC errors.
+    pub retired_double_bit: Option<u64>,
+    /// Pages retired after repeated single-bit errors.
+    pub retired_single_bit: Option<u64>,
+    /// A page waits to be retired at the next driver load (`pending_retirement`).
+    pub retirement_pending: Option<bool>,
+    /// A row waits to be remapped at the next GPU reset (`remapped_row_pending`).
+    pub remap_pending: Option<bool>,
+    /// A remap failed: the bank has no spare row left (`remapped_row_failure`).
+    pub remap_failure: Option<bool>,
+    /// Rows remapped after uncorrectable errors (`remapped_row_unc`).
+    pub remapped_uncorrectable: Option<u64>,
+    /// `false` where `mig_mode` reads `N/A`: the GPU has no MIG, so MIG cannot be on.
+    pub mig_supported: Option<bool>,
+    /// `false` where `ecc_mode` reads `N/A`: the GPU has no ECC, so no error is counted.
+    pub ecc_supported: Option<bool>,
 }
 
 /// Why the GPU runs its clocks below the maximum (`clocks_event_reasons`, formerly

@@ -31,7 +31,14 @@ pub enum AcceptVerdict {
 }
 
 fn item_key<'de, D: serde::Deserializer<'de>>(d: D) -> Result<&'static str, D::Error> {
-    crate::model::known::one_of(d, "acceptance item", Item::ALL.map(Item::key))
+    crate::model::known::one_of(
+        d,
+        "acceptance item",
+        Item::ALL
+            .map(Item::key)
+            .into_iter()
+            .chain(super::health::Health::ALL.map(super::health::Health::key)),
+    )
 }
 
 fn override_var<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'static str>, D::Error> {
@@ -41,7 +48,8 @@ fn override_var<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'stati
 /// One acceptance item.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Acceptance {
-    /// `gpu`, `gpus`, `gpu_memory`, `driver`, `cpus`, `memory`, `disk`.
+    /// `gpu`, `gpus`, `gpu_memory`, `driver`, `cpus`, `memory`, `disk`..., and the health
+    /// items every acceptance holds (`health-ecc`, `health-mig`...).
     #[serde(deserialize_with = "item_key")]
     pub item: crate::model::known::Word,
     /// What was ordered.
@@ -59,6 +67,10 @@ pub struct Acceptance {
         skip_serializing_if = "Option::is_none"
     )]
     pub overridden_by: Option<crate::model::known::Word>,
+    /// Where the order relaxed a health item that does not hold or is unknown
+    /// (`order.toml allows \`mig\``); such an item passes, and says so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relaxed_by: Option<String>,
     /// How it is judged: the comparison, its tolerance and any unit conversion.
     pub rule: String,
 }
@@ -114,6 +126,7 @@ pub(super) fn item(
         pass: verdict == AcceptVerdict::Pass,
         verdict,
         overridden_by,
+        relaxed_by: None,
         rule,
     }
 }
@@ -180,6 +193,20 @@ pub fn accept(db: &Db, host: &HostReport, e: &Expect) -> Result<Vec<Acceptance>,
     }
     out.extend(super::layout::accept_layout(host, e));
     out.sort_by_key(|a| Item::ALL.iter().position(|i| i.key() == a.item));
+    Ok(out)
+}
+
+/// [`accept`], then the health items every order holds implicitly (a sick GPU is not what
+/// was bought), relaxed where the order's `health_allow` says. No order, no acceptance.
+pub fn accept_with_health(db: &Db, host: &HostReport, e: &Expect) -> Result<Vec<Acceptance>, String> {
+    let mut out = accept(db, host, e)?;
+    if !e.is_empty() {
+        out.extend(super::health::health_items(
+            host,
+            &e.health_allow,
+            &e.health_allow_origin(),
+        ));
+    }
     Ok(out)
 }
 

@@ -20,10 +20,11 @@ use crate::resolve::{Finding, GpuAsk, Installed, Query, Status, judge_installed}
 
 mod accept;
 mod delivery;
+pub mod health;
 pub mod layout;
 pub mod order;
 
-pub use accept::{AcceptVerdict, Acceptance, accept, override_for, tally};
+pub use accept::{AcceptVerdict, Acceptance, accept, accept_with_health, override_for, tally};
 pub use order::{Expect, Item, OrderError, Size, parse_order};
 
 /// Every doctor check id: part of the JSON contract, snapshotted in

@@ -26,6 +26,10 @@
 //! version the driver must support (`"12.4"`); `container_runtime` is `true`. A `false` asks
 //! for nothing, so it is refused: leave the key out instead.
 //!
+//! Health is part of every order without being written (see [`super::health`]);
+//! `health_allow = ["mig", "unknown"]` relaxes the health items it names (`unknown`: every
+//! health fact that cannot be read), and is not an item: an order of nothing else is empty.
+//!
 //! Owns: the keys of an order, their types and units, and every message about a bad one
 //! (file, line, key, an excerpt of the value, and what was expected). Must not: read files (the caller
 //! hands over the text), judge a host, or read a GPU name or a driver requirement beyond
@@ -397,6 +401,11 @@ pub struct Expect {
     pub nic_speed: Option<Rate>,
     /// Docker hands the GPUs to containers.
     pub container_runtime: bool,
+    /// Health items the order relaxes (`mig`, `processes`..., or `unknown` for every
+    /// fact that cannot be read); see [`super::health::Health::word`].
+    pub health_allow: Vec<String>,
+    /// Where `health_allow` was written (the file's line, or `--allow-health`).
+    health_allow_at: Option<String>,
     /// Where each item was read (an order file's line and key, or a flag), for messages.
     origins: BTreeMap<Item, String>,
 }
@@ -439,6 +448,35 @@ impl Expect {
             && self.rdma.is_none()
             && self.nic_speed.is_none()
             && !self.container_runtime
+    }
+
+    /// Where the health relaxations were written, as the items' text names it.
+    pub fn health_allow_origin(&self) -> String {
+        self.health_allow_at
+            .clone()
+            .unwrap_or_else(|| "the order".to_string())
+    }
+
+    /// Relaxes one health item (a word of [`super::health::Health::word`] or `unknown`),
+    /// as `--allow-health` does; the error names the flag and the words known.
+    pub fn allow_health(&mut self, word: &str) -> Result<(), String> {
+        let word = word.trim();
+        if super::health::Health::from_word(word).is_none() && word != super::health::ALLOW_UNKNOWN {
+            return Err(format!(
+                "--allow-health `{}`: not a health item; expected one of {}",
+                excerpt(word),
+                health_words()
+            ));
+        }
+        if !self.health_allow.iter().any(|w| w == word) {
+            self.health_allow.push(word.to_string());
+        }
+        self.health_allow_at = Some(match self.health_allow_at.take() {
+            Some(at) if !at.contains("--allow-health") => format!("{at} and --allow-health"),
+            Some(at) => at,
+            None => "--allow-health".to_string(),
+        });
+        Ok(())
     }
 
     /// Where `item` was read: its line in the order file, or its flag.
@@ -527,6 +565,23 @@ pub fn parse_order(name: &str, text: &str) -> Result<Expect, OrderError> {
     let mut problems = Vec::new();
     for (key, value) in doc.get_ref().iter() {
         let name_of_key: &str = key.get_ref();
+        if name_of_key == "health_allow" {
+            let at = format!(
+                "order `{name}` line {}, key `health_allow`",
+                line_of(text, value.span().start)
+            );
+            match health_allow(value.get_ref()) {
+                Ok(words) => {
+                    expect.health_allow = words;
+                    expect.health_allow_at = Some(at);
+                }
+                Err(problem) => problems.push(format!(
+                    "{at}: {problem}; expected a list of {} (`health_allow = [\"mig\"]`)",
+                    health_words()
+                )),
+            }
+            continue;
+        }
         let Some(item) = Item::from_key(name_of_key) else {
             problems.push(format!(
                 "order `{name}` line {}: unknown key `{}`{}; an order has the keys {}",
@@ -575,6 +630,38 @@ pub fn parse_order(name: &str, text: &str) -> Result<Expect, OrderError> {
     } else {
         Err(OrderError { problems })
     }
+}
+
+/// The words a health relaxation may name.
+fn health_words() -> String {
+    super::health::Health::ALL
+        .map(super::health::Health::word)
+        .into_iter()
+        .chain([super::health::ALLOW_UNKNOWN])
+        .map(|w| format!("`{w}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `health_allow = ["mig", "unknown"]`: each word a health item or `unknown`.
+fn health_allow(value: &DeValue<'_>) -> Result<Vec<String>, String> {
+    let DeValue::Array(list) = value else {
+        return Err("not a list".to_string());
+    };
+    let mut words = Vec::new();
+    for v in list.iter() {
+        let DeValue::String(w) = v.get_ref() else {
+            return Err("an entry that is not a string".to_string());
+        };
+        let known = super::health::Health::from_word(w).is_some() || w == super::health::ALLOW_UNKNOWN;
+        if !known {
+            return Err(format!("`{}` is not a health item", excerpt(w)));
+        }
+        if !words.iter().any(|x: &String| x == w.as_ref()) {
+            words.push(w.to_string());
+        }
+    }
+    Ok(words)
 }
 
 /// A value as the file or the flag gave it.

@@ -196,6 +196,9 @@ struct PageView {
     order: Vec<OrderRow>,
     order_line: String,
     order_class: &'static str,
+    /// Doctor checks that fail, shown beside the verdict: whatever the order says, nobody
+    /// reads a green banner above a red check.
+    verdict_warnings: Vec<String>,
     checks: Vec<CheckRow>,
     stack: StackView,
     topology: Option<TopoView>,
@@ -357,6 +360,12 @@ impl PageView {
             order: input.acceptance.iter().map(order_row).collect(),
             order_line,
             order_class,
+            verdict_warnings: input
+                .checks
+                .iter()
+                .filter(|c| c.verdict == Verdict::Fail)
+                .map(|c| format!("doctor check {} fails: {}", c.id, c.reason))
+                .collect(),
             checks: input.checks.iter().map(check_row).collect(),
             stack: stack_view(input.query, input.answer),
             topology,
@@ -442,8 +451,13 @@ fn order_line(acceptance: &[Acceptance]) -> (String, &'static str) {
     if failed == 0 && over == 0 {
         ("ACCEPTED: every item holds".into(), "pass")
     } else {
+        // The items that stand in the way, named where the verdict is read.
+        let named: Vec<&str> = acceptance.iter().filter(|a| !a.pass).map(|a| a.item).collect();
         (
-            format!("NOT ACCEPTED: {failed} failed, {over} decided by an override"),
+            format!(
+                "NOT ACCEPTED: {failed} failed, {over} decided by an override ({})",
+                named.join(", ")
+            ),
             "fail",
         )
     }

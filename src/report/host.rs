@@ -475,10 +475,15 @@ pub fn check(
         let (failed, over) = crate::judge::tally(acceptance);
         match (failed, over) {
             (0, 0) => writeln!(out, "accepted: every item holds")?,
-            _ => writeln!(
-                out,
-                "not accepted: {failed} failed, {over} decided by an override"
-            )?,
+            _ => {
+                // The items in the way, named on the verdict's line as on the page.
+                let named: Vec<&str> = acceptance.iter().filter(|a| !a.pass).map(|a| a.item).collect();
+                writeln!(
+                    out,
+                    "not accepted: {failed} failed, {over} decided by an override ({})",
+                    named.join(", ")
+                )?
+            }
         }
         writeln!(out)?;
     }

@@ -664,9 +664,13 @@ fn check_run(args: &[&str]) -> (i32, Value, String) {
 #[test]
 fn acceptance_fails_exactly_on_the_planted_mismatches() {
     let h = host("7x-a100-40gb-driver-525");
+    // The recorded NVML readings hold no processes or clock-event reasons: unknown health
+    // is allowed, so that only the planted mismatches fail.
     let (code, doc, human) = check_run(&[
         "--host-facts",
         &h,
+        "--allow-health",
+        "unknown",
         "--expect-gpu",
         "A100 80GB SXM",
         "--expect-gpus",
@@ -703,7 +707,15 @@ fn acceptance_fails_exactly_on_the_planted_mismatches() {
             ("driver", false),
             ("cpus", true),
             ("memory", true),
-            ("disk", true)
+            ("disk", true),
+            ("health-nvml", true),
+            ("health-xid", true),
+            ("health-ecc", true),
+            ("health-row-remap", true),
+            ("health-retired-pages", true),
+            ("health-mig", true),
+            ("health-processes", true),
+            ("health-throttle", true),
         ]
         .map(|(a, b)| (a.to_string(), b))
     );
@@ -725,6 +737,8 @@ fn acceptance_passes_the_order_delivered() {
     let (code, doc, _) = check_run(&[
         "--host-facts",
         &h,
+        "--allow-health",
+        "unknown",
         "--expect-gpu",
         "H100 SXM",
         "--expect-gpus",
@@ -753,9 +767,17 @@ fn acceptance_passes_the_order_delivered() {
     let dir = tempfile::tempdir().unwrap();
     let order = dir.path().join("order.toml");
     std::fs::write(&order, "gpu = \"H100 SXM\"\ngpus = 8\ngpu_memory = 80\ndriver = \">=535\"\ncpus = 32\nmemory = 512\ndisk = 2000\n").unwrap();
-    let (code, doc, _) = check_run(&["--host-facts", &h, "--order", order.to_str().unwrap()]);
+    let (code, doc, _) = check_run(&[
+        "--host-facts",
+        &h,
+        "--allow-health",
+        "unknown",
+        "--order",
+        order.to_str().unwrap(),
+    ]);
     assert_eq!(code, 0);
-    assert_eq!(doc["acceptance"].as_array().unwrap().len(), 7);
+    // Seven items ordered, and the eight health items every order holds.
+    assert_eq!(doc["acceptance"].as_array().unwrap().len(), 7 + 8);
     std::fs::write(&order, "gpu = \"H100 SXM\"\ncolour = \"green\"\n").unwrap();
     let run = gpuenv(&["check", "--host-facts", &h, "--order", order.to_str().unwrap()]);
     assert_eq!(run.code, 2, "an unknown key in an order is bad input");
@@ -990,7 +1012,17 @@ fn the_three_real_failures_warn() {
         ("8x-4090-sys", "--expect-nvlink", "all"),
         ("4x-a100-nvlink-one-pair", "--expect-nvlink", "all"),
     ] {
-        let run = gpuenv(&["check", "--host-facts", &host(host_name), flag, value]);
+        // No clock-event reasons in these recordings: unknown health allowed, so that the
+        // link is the one failure.
+        let run = gpuenv(&[
+            "check",
+            "--host-facts",
+            &host(host_name),
+            flag,
+            value,
+            "--allow-health",
+            "unknown",
+        ]);
         assert_eq!(run.code, 1, "{host_name}: {}", run.stdout);
         assert!(
             run.stdout.contains("not accepted: 1 failed"),

@@ -13,6 +13,7 @@ mod files;
 mod fleet;
 mod fleet_collect;
 mod fleet_k8s;
+mod health;
 mod hostile;
 mod hostile_net;
 mod image;

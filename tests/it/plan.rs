@@ -370,6 +370,9 @@ fn the_order_for_rtx_4090s_asks_no_nvlink() {
             host.to_str().unwrap(),
             "--order",
             order.to_str().unwrap(),
+            // The recording holds no clock-event reasons: health unknown, allowed here.
+            "--allow-health",
+            "unknown",
             "--json",
         ]);
         (run.code, json(&run))
@@ -448,6 +451,9 @@ fn the_order_plan_writes_is_accepted_by_check() {
         host.to_str().unwrap(),
         "--order",
         order.to_str().unwrap(),
+        // The recorded NVML readings hold no processes or clock-event reasons.
+        "--allow-health",
+        "unknown",
         "--json",
     ]);
     let doc = json(&run);

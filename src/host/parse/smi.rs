@@ -10,7 +10,9 @@
 use roxmltree::{Document, Node, ParsingOptions};
 
 use super::{dotted_prefix, enabled, number_with_unit, present};
-use crate::host::types::{DriverInfo, GpuInfo, GpuProcess, GpuState, SmiFailure, SmiReport, Throttle};
+use crate::host::types::{
+    DriverInfo, GpuInfo, GpuProcess, GpuState, MemoryRepair, SmiFailure, SmiReport, Throttle,
+};
 use crate::model::{CudaVersion, DriverVersion};
 
 /// The `--query-gpu` fields gpuenv asks for, in the order [`smi_csv`] reads them.
@@ -180,12 +182,67 @@ fn xml_state(gpu: Node<'_, '_>) -> Option<GpuState> {
             .and_then(throttle_reasons),
         persistence_mode: text_at(gpu, &["persistence_mode"]).and_then(enabled),
         processes: child(gpu, "processes").and_then(processes),
+        repair: repair(gpu),
     };
     let empty = GpuState {
         source: state.source.clone(),
         ..GpuState::default()
     };
     (state != empty).then_some(state)
+}
+
+/// `retired_pages` and `remapped_rows`, and whether MIG and ECC exist on the GPU.
+/// Ampere and later GPUs remap rows instead of retiring pages, so their `retired_pages`
+/// reads `N/A`; pre-Ampere GPUs have no `remapped_rows`.
+fn repair(gpu: Node<'_, '_>) -> Option<MemoryRepair> {
+    let yes_no = |names: &[&str]| {
+        text_at(gpu, names).and_then(|v| match v.trim() {
+            v if v.eq_ignore_ascii_case("yes") => Some(true),
+            v if v.eq_ignore_ascii_case("no") => Some(false),
+            _ => None,
+        })
+    };
+    let whole = |names: &[&str]| text_at(gpu, names).and_then(|v| number_with_unit(v, &[]));
+    let not_available = |names: &[&str]| {
+        path(gpu, names)
+            .and_then(|n| n.text())
+            .map(|t| t.trim().eq_ignore_ascii_case("N/A"))
+    };
+    let r = MemoryRepair {
+        retired_double_bit: whole(&["retired_pages", "double_bit_retirement", "retired_count"]),
+        retired_single_bit: whole(&["retired_pages", "multiple_single_bit_retirement", "retired_count"]),
+        // Drivers before the 450 series call it `pending_blacklist`; newer ones write both.
+        retirement_pending: yes_no(&["retired_pages", "pending_retirement"])
+            .or_else(|| yes_no(&["retired_pages", "pending_blacklist"])),
+        remap_pending: yes_no(&["remapped_rows", "remapped_row_pending"]),
+        remap_failure: yes_no(&["remapped_rows", "remapped_row_failure"]),
+        remapped_uncorrectable: whole(&["remapped_rows", "remapped_row_unc"]),
+        mig_supported: not_available(&["mig_mode", "current_mig"]).map(|na| !na),
+        ecc_supported: not_available(&["ecc_mode", "current_ecc"]).map(|na| !na),
+    };
+    (r != MemoryRepair::default()).then_some(r)
+}
+
+/// One kernel log line's XID event: `NVRM: Xid (PCI:0000:3b:00): 79, pid=..., GPU has
+/// fallen off the bus.` (with any timestamp or prefix before it); `None` for any other line.
+pub fn xid_line(line: &str) -> Option<crate::host::XidEvent> {
+    let rest = &line[line.find("NVRM: Xid")? + "NVRM: Xid".len()..];
+    let rest = rest.trim_start();
+    let (device, after) = match rest.strip_prefix('(') {
+        Some(r) => {
+            let (d, a) = r.split_once(')')?;
+            (d.trim().to_string(), a.trim_start_matches(':').trim_start())
+        }
+        None => (String::new(), rest.trim_start_matches(':').trim_start()),
+    };
+    let digits: String = after.chars().take_while(char::is_ascii_digit).collect();
+    let xid = digits.parse().ok()?;
+    let text = after[digits.len()..].trim_start_matches(',').trim();
+    Some(crate::host::XidEvent {
+        xid,
+        device,
+        text: crate::text::excerpt(text),
+    })
 }
 
 /// `P8` as written; anything else (`Unknown`, a deprecation notice) is no state.
@@ -493,6 +550,65 @@ mod tests {
     fn query_fields_count() {
         assert_eq!(SMI_QUERY_FIELDS.split(',').count(), FIELD_COUNT);
         assert!(!SMI_QUERY_FIELDS.contains(' '));
+    }
+
+    #[test]
+    fn xid_lines_as_the_driver_writes_them() {
+        let e = xid_line("[ 1234.5] NVRM: Xid (PCI:0000:3b:00): 79, pid=1896, GPU has fallen off the bus.")
+            .unwrap();
+        assert_eq!((e.xid, e.device.as_str()), (79, "PCI:0000:3b:00"));
+        assert_eq!(e.text, "pid=1896, GPU has fallen off the bus.");
+        let e = xid_line("kernel: NVRM: Xid (PCI:0000:10:1c): 63, pid=1896, Row Remapper: New row marked for remapping, reset gpu to activate.").unwrap();
+        assert_eq!(e.xid, 63);
+        assert_eq!(
+            xid_line("NVRM: loading NVIDIA UNIX x86_64 Kernel Module  535.104.05"),
+            None
+        );
+        assert_eq!(xid_line("NVRM: Xid (PCI:0000:3b:00): not a number"), None);
+    }
+
+    /// Memory repairs as each generation reports them: a V100 (page retirement, the old
+    /// `pending_blacklist`, two pages retired after double-bit errors), an A100 (row
+    /// remapping; `retired_pages` all N/A), a GeForce card (no MIG, no ECC).
+    #[test]
+    fn memory_repairs_and_features_from_real_captures() {
+        let repair = |text: &str| {
+            smi_xml(text).unwrap().gpus[0]
+                .state
+                .clone()
+                .unwrap()
+                .repair
+                .unwrap()
+        };
+        let v100 = repair(fixture!(
+            "nvidia-smi-q-x/tesla-v100-sxm2-driver-418.87.01-dtd-v10.xml"
+        ));
+        assert_eq!(v100.retired_double_bit, Some(2));
+        assert_eq!(v100.retired_single_bit, Some(0));
+        assert_eq!(v100.retirement_pending, Some(false));
+        assert_eq!((v100.remap_pending, v100.remap_failure), (None, None));
+        let a100 = repair(fixture!(
+            "nvidia-smi-q-x/a100-sxm4-80gb-driver-535.104.05-dtd-v12.xml"
+        ));
+        assert_eq!((a100.retired_double_bit, a100.retirement_pending), (None, None));
+        assert_eq!(
+            (a100.remap_pending, a100.remap_failure),
+            (Some(false), Some(false))
+        );
+        assert_eq!(a100.remapped_uncorrectable, Some(0));
+        assert_eq!((a100.mig_supported, a100.ecc_supported), (Some(true), Some(true)));
+        let pro = repair(fixture!(
+            "nvidia-smi-q-x/rtx-pro-6000-blackwell-maxq-driver-590.44.01-dtd-v13.xml"
+        ));
+        assert_eq!(pro.mig_supported, Some(false));
+        assert_eq!((pro.remap_pending, pro.remap_failure), (Some(false), Some(false)));
+        let geforce = repair(fixture!(
+            "nvidia-smi-q-x/2x-mixed-rtx-4090-rtx-3090-driver-545.29.06-dtd-v12.xml"
+        ));
+        assert_eq!(
+            (geforce.mig_supported, geforce.ecc_supported),
+            (Some(false), Some(false))
+        );
     }
 
     #[test]
