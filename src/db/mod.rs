@@ -649,6 +649,14 @@ mod tests {
         }
     }
 
+    /// [`model_record`] with one piece of its text replaced.
+    fn model_edited(body: &str, from: &str, to: &str) -> SourceFile {
+        let mut f = model_record(body);
+        let text = f.text.take().unwrap().replace(from, to);
+        f.text = Some(Cow::Owned(text));
+        f
+    }
+
     /// The count of a model's weights follows from its shape; a record that says otherwise
     /// is refused, and so is a mixture without its experts.
     #[test]
@@ -666,14 +674,11 @@ mod tests {
             );
         }
         // Tied embeddings drop the output head: vocab x hidden fewer.
-        let tied = model_record("params = 68714504192")
-            .text
-            .unwrap()
-            .replace("tie_word_embeddings = false", "tie_word_embeddings = true");
-        let tied = SourceFile {
-            path: "model/llama-2-70b.toml".into(),
-            text: Some(Cow::Owned(tied)),
-        };
+        let tied = model_edited(
+            "params = 68714504192",
+            "tie_word_embeddings = false",
+            "tie_word_embeddings = true",
+        );
         assert!(Db::load(&[tied]).is_ok());
         // Experts on a dense type, kv heads that do not divide the heads, a zero.
         let problems = lint(&[model_record("params = 68976648192\nactive_params = 8")]);
@@ -681,46 +686,31 @@ mod tests {
             problems.iter().any(|p| p.key.to_string() == "active_params"),
             "{problems:?}"
         );
-        let problems = lint(
-            &[model_record("params = 68976648192")
-                .text
-                .unwrap()
-                .replace("vocab_size = 32000", "vocab_size = 32000\nhead_dim = 0")]
-            .map(|t| SourceFile {
-                path: "model/llama-2-70b.toml".into(),
-                text: Some(Cow::Owned(t)),
-            }),
-        );
+        let problems = lint(&[model_edited(
+            "params = 68976648192",
+            "vocab_size = 32000",
+            "vocab_size = 32000\nhead_dim = 0",
+        )]);
         assert!(
             problems.iter().any(|p| p.key.to_string() == "config"),
             "{problems:?}"
         );
-        let problems = lint(
-            &[model_record("params = 68976648192")
-                .text
-                .unwrap()
-                .replace("vocab_size = 32000", "vocab_size = 32000\nnum_hiden_layers = 8")]
-            .map(|t| SourceFile {
-                path: "model/llama-2-70b.toml".into(),
-                text: Some(Cow::Owned(t)),
-            }),
-        );
+        let problems = lint(&[model_edited(
+            "params = 68976648192",
+            "vocab_size = 32000",
+            "vocab_size = 32000\nnum_hiden_layers = 8",
+        )]);
         assert!(
             problems
                 .iter()
                 .any(|p| p.key.to_string() == "config.num_hiden_layers"),
             "{problems:?}"
         );
-        let problems = lint(
-            &[model_record("params = 1")
-                .text
-                .unwrap()
-                .replace("num_key_value_heads = 8", "num_key_value_heads = 7")]
-            .map(|t| SourceFile {
-                path: "model/llama-2-70b.toml".into(),
-                text: Some(Cow::Owned(t)),
-            }),
-        );
+        let problems = lint(&[model_edited(
+            "params = 1",
+            "num_key_value_heads = 8",
+            "num_key_value_heads = 7",
+        )]);
         assert!(
             problems
                 .iter()

@@ -208,15 +208,10 @@ pub struct Fit {
     pub stack: Option<FitStack>,
 }
 
-/// The memory the estimate must fit in on `gpu` and where it comes from: the total
-/// nvidia-smi reports where compat-db records it, else the size as sold less the share
-/// the recorded GPUs lose to the driver's reservation, said to be estimated; then the
-/// engine's share of that.
-pub fn capacity(gpu: &Gpu, s: &Settings, tp: u32) -> (u64, String) {
-    (capacity_bytes(gpu, s, tp), capacity_basis(gpu, s, tp))
-}
-
-/// The bytes of [`capacity`], without its words: the search asks it for every count.
+/// The memory, in bytes, the estimate must fit in on `gpu`: the total nvidia-smi reports
+/// where compat-db records it, else the size as sold less the share the recorded GPUs lose
+/// to the driver's reservation; then the engine's share of that. The search asks it for
+/// every count; [`capacity_basis`] says where it comes from, once.
 pub fn capacity_bytes(gpu: &Gpu, s: &Settings, tp: u32) -> u64 {
     let usable = gpu
         .usable_bytes()
@@ -228,7 +223,7 @@ pub fn capacity_bytes(gpu: &Gpu, s: &Settings, tp: u32) -> u64 {
 }
 
 /// Where [`capacity_bytes`] comes from, in words.
-fn capacity_basis(gpu: &Gpu, s: &Settings, tp: u32) -> String {
+pub fn capacity_basis(gpu: &Gpu, s: &Settings, tp: u32) -> String {
     let (usable, basis) = match gpu.usable_bytes() {
         Some(b) => (b, format!("{:.2} GiB as nvidia-smi reports it", b as f64 / GIB)),
         None => {
@@ -750,7 +745,7 @@ mod tests {
     fn the_fewest_gpus_that_hold_it() {
         let db = Db::embedded().unwrap();
         let h100 = db.gpu("H100 SXM").unwrap();
-        let usable = capacity(h100, &settings(), 1).0;
+        let usable = capacity_bytes(h100, &settings(), 1);
         let seven = ModelShape {
             params: 7_000_000_000,
             active_params: 7_000_000_000,
@@ -861,13 +856,16 @@ mod tests {
     fn capacity_is_what_nvidia_smi_reports() {
         let db = Db::embedded().unwrap();
         let h100 = db.gpu("H100 SXM").unwrap();
-        let (bytes, basis) = capacity(h100, &settings(), 1);
+        let (bytes, basis) = (
+            capacity_bytes(h100, &settings(), 1),
+            capacity_basis(h100, &settings(), 1),
+        );
         assert_eq!(bytes, 81559 << 20);
         assert!(basis.contains("nvidia-smi"), "{basis}");
         let mut s = settings();
         s.method = Method::Inference;
         s.engine = Engine::Vllm;
-        let (vllm, basis) = capacity(h100, &s, 1);
+        let (vllm, basis) = (capacity_bytes(h100, &s, 1), capacity_basis(h100, &s, 1));
         assert_eq!(vllm, (81559u64 << 20) / 100 * 90);
         assert!(basis.starts_with("90% of"), "{basis}");
     }

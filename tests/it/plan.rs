@@ -362,21 +362,7 @@ fn the_order_for_rtx_4090s_asks_no_nvlink() {
     // The floor is no newer stack's: the driver the recorded host has (535) meets it.
     assert!(!text.contains("595.45.04\"\n"), "{text}");
     assert!(text.contains("# The driver floor comes from torch "), "{text}");
-    let host = fixture("hosts/8x-4090-sys/host.json");
-    let check = |order: &std::path::Path| {
-        let run = gpuenv(&[
-            "check",
-            "--host-facts",
-            host.to_str().unwrap(),
-            "--order",
-            order.to_str().unwrap(),
-            // The recording holds no clock-event reasons: health unknown, allowed here.
-            "--allow-health",
-            "unknown",
-            "--json",
-        ]);
-        (run.code, json(&run))
-    };
+    let check = |order: &std::path::Path| check_on("hosts/8x-4090-sys/host.json", order);
     let (code, doc) = check(&order);
     assert_eq!(doc["accepted"], true, "{doc:#}");
     assert_eq!(code, 0);
@@ -444,21 +430,9 @@ fn the_order_plan_writes_is_accepted_by_check() {
     let text = std::fs::read_to_string(&order).unwrap();
     assert!(text.contains("gpu = \"H100 SXM\"\ngpus = 8\n"), "{text}");
     assert!(text.contains("nvlink = \"all\""), "{text}");
-    let host = fixture("hosts/8x-h100-nvlink/host.json");
-    let run = gpuenv(&[
-        "check",
-        "--host-facts",
-        host.to_str().unwrap(),
-        "--order",
-        order.to_str().unwrap(),
-        // The recorded NVML readings hold no processes or clock-event reasons.
-        "--allow-health",
-        "unknown",
-        "--json",
-    ]);
-    let doc = json(&run);
+    let (code, doc) = check_on("hosts/8x-h100-nvlink/host.json", &order);
     assert_eq!(doc["accepted"], true, "{doc:#}");
-    assert_eq!(run.code, 0);
+    assert_eq!(code, 0);
     // A smaller delivery fails the same order.
     let host = fixture("hosts/7x-a100-40gb-driver-525/host.json");
     let run = gpuenv(&[
@@ -469,6 +443,24 @@ fn the_order_plan_writes_is_accepted_by_check() {
         order.to_str().unwrap(),
     ]);
     assert_eq!(run.code, 1);
+}
+
+/// `check --order ORDER --json` on a recorded host: its exit code and document. The
+/// recordings hold no kernel log, processes or clock-event reasons, so their health items
+/// are unknown; allowed here, where the order's items are what is judged.
+fn check_on(host: &str, order: &std::path::Path) -> (i32, Value) {
+    let host = fixture(host);
+    let run = gpuenv(&[
+        "check",
+        "--host-facts",
+        host.to_str().unwrap(),
+        "--order",
+        order.to_str().unwrap(),
+        "--allow-health",
+        "unknown",
+        "--json",
+    ]);
+    (run.code, json(&run))
 }
 
 /// Bad input exits 2 and names the field; nothing is written.
