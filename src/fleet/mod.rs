@@ -6,9 +6,9 @@
 //! ([`Drift`], [`DRIFT_KINDS`]), and the line said about each file that could not be merged
 //! ([`FileProblem`]), and what is kept of judging each node against the order and the
 //! project's stack ([`Judge`], [`NodeAcceptance`], [`NodeStack`]). Must not: print (that is
-//! `report::fleet`), judge by rules of its own (acceptance is `judge::accept`, the stack
-//! `judge::check_query` and the resolver, as `check` uses them), or reach the nodes (that
-//! is [`collect`]).
+//! `report::fleet`), judge by rules of its own (acceptance is `judge::accept_with_health`,
+//! health items included, the stack `judge::check_query` and the resolver, as `check`
+//! uses them), or reach the nodes (that is [`collect`]).
 //!
 //! [`k8s`] owns the Kubernetes manifest that runs `doctor --json` on a cluster's nodes.
 //!
@@ -265,37 +265,39 @@ impl<'a> Judge<'a> {
     /// `worst` takes in both verdicts.
     pub fn judge(&self, doc: &DoctorDoc, n: &mut NodeSummary) {
         if let Some((expect, _)) = &self.order {
-            n.acceptance = Some(match crate::judge::accept(self.db, &doc.host, expect) {
-                Ok(items) => NodeAcceptance {
-                    verdict: if items.iter().all(|a| a.pass) {
-                        Verdict::Pass
-                    } else {
-                        Verdict::Fail
+            n.acceptance = Some(
+                match crate::judge::accept_with_health(self.db, &doc.host, expect) {
+                    Ok(items) => NodeAcceptance {
+                        verdict: if items.iter().all(|a| a.pass) {
+                            Verdict::Pass
+                        } else {
+                            Verdict::Fail
+                        },
+                        failed: items
+                            .into_iter()
+                            .filter(|a| !a.pass)
+                            .map(|a| FailedItem {
+                                item: a.item.to_string(),
+                                expected: a.expected,
+                                found: a.found,
+                                verdict: a.verdict,
+                            })
+                            .collect(),
                     },
-                    failed: items
-                        .into_iter()
-                        .filter(|a| !a.pass)
-                        .map(|a| FailedItem {
-                            item: a.item.to_string(),
-                            expected: a.expected,
-                            found: a.found,
-                            verdict: a.verdict,
-                        })
-                        .collect(),
+                    // `new` read the order on an empty host, and what fails to read depends
+                    // on the order alone; should a host still make it fail, the node is not
+                    // accepted on an order nobody could judge.
+                    Err(why) => NodeAcceptance {
+                        verdict: Verdict::Fail,
+                        failed: vec![FailedItem {
+                            item: "order".into(),
+                            expected: "an order that can be judged".into(),
+                            found: why,
+                            verdict: AcceptVerdict::Fail,
+                        }],
+                    },
                 },
-                // `new` read the order on an empty host, and what fails to read depends
-                // on the order alone; should a host still make it fail, the node is not
-                // accepted on an order nobody could judge.
-                Err(why) => NodeAcceptance {
-                    verdict: Verdict::Fail,
-                    failed: vec![FailedItem {
-                        item: "order".into(),
-                        expected: "an order that can be judged".into(),
-                        found: why,
-                        verdict: AcceptVerdict::Fail,
-                    }],
-                },
-            });
+            );
         }
         if let Some(q) = &self.stack {
             n.stack = Some(match crate::judge::check_query(self.db, &doc.host, q.clone()) {

@@ -493,7 +493,10 @@ fn order_file(text: &str) -> (tempfile::TempDir, String) {
 #[test]
 fn an_order_fails_the_nodes_without_what_was_ordered() {
     let dir = four_nodes();
-    let (_o, order) = order_file("gpus = 8\n");
+    // These reports were recorded before `doctor` read the kernel log, row remaps, retired
+    // pages, processes and clock-event reasons: their health is unknown, which fails
+    // acceptance unless the order allows unknowns, as this one does.
+    let (_o, order) = order_file("gpus = 8\nhealth_allow = [\"unknown\"]\n");
     let (code, doc, stderr) = fleet_with(dir.path(), &["--order", &order]);
     assert_eq!(code, 1, "two nodes hold fewer than 8 GPUs: {stderr}\n{doc}");
     assert_eq!(doc["worst"], "fail");
@@ -576,7 +579,8 @@ fn an_order_fails_the_nodes_without_what_was_ordered() {
 #[test]
 fn expect_gpu_accepts_only_the_model_ordered() {
     let dir = four_nodes();
-    let (code, doc, stderr) = fleet_with(dir.path(), &["--expect-gpu", "H100"]);
+    // Recorded before `doctor` read every health fact: unknowns allowed.
+    let (code, doc, stderr) = fleet_with(dir.path(), &["--expect-gpu", "H100", "--allow-health", "unknown"]);
     assert_eq!(code, 1, "{stderr}\n{doc}");
     for n in ["gpu-node-07", "8x-h100-nvlink"] {
         assert_eq!(node(&doc, n)["acceptance"]["verdict"], "pass", "{n}: {doc}");
@@ -597,6 +601,8 @@ fn expect_gpu_accepts_only_the_model_ordered() {
         dir.path().to_str().unwrap(),
         "--expect-gpu",
         "H100",
+        "--allow-health",
+        "unknown",
     ]);
     assert!(
         run.stdout
@@ -772,7 +778,8 @@ fn page_fleet() -> tempfile::TempDir {
 
 /// `fleet report` of [`page_fleet`] with the order and a stack, writing `page`.
 fn fleet_page(dir: &Path, page: &Path) -> crate::support::Run {
-    let (_o, order) = order_file("gpus = 8\n");
+    // Recorded before `doctor` read every health fact: unknowns allowed.
+    let (_o, order) = order_file("gpus = 8\nhealth_allow = [\"unknown\"]\n");
     gpuenv(&[
         "fleet",
         "report",

@@ -464,3 +464,52 @@ fn an_xid_of_a_gpu_fault_in_the_kernel_log_is_not_accepted() {
         "{doc:#}"
     );
 }
+
+/// `fleet report --order` accepts each node as `check` does, health included: the H100
+/// with uncorrected ECC errors and MIG on is not accepted, for those two, even where
+/// unknowns are allowed, and the idle RTX PRO 6000 beside it is.
+#[test]
+fn a_fleet_does_not_accept_the_sick_node() {
+    let idle = idle_pro_6000(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    for (name, facts) in [
+        ("sick.json", recorded("h100-mig")),
+        ("idle.json", idle.path().join("host.json")),
+    ] {
+        let run = gpuenv(&["doctor", "--host-facts", facts.to_str().unwrap(), "--json"]);
+        assert!(run.code == 0 || run.code == 1, "{name}: {}", run.stderr);
+        std::fs::write(dir.path().join(name), &run.stdout).unwrap();
+    }
+    let run = gpuenv(&[
+        "fleet",
+        "report",
+        dir.path().to_str().unwrap(),
+        "--expect-gpus",
+        "1",
+        "--allow-health",
+        "unknown",
+        "--json",
+    ]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let doc = json(&run);
+    // The recordings hold no hostname: each node is named by its file.
+    let acceptance = |node: &str| {
+        doc["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|n| n["node"] == node)
+            .unwrap_or_else(|| panic!("no node {node} in {doc:#}"))["acceptance"]
+            .clone()
+    };
+    let sick = acceptance("sick");
+    assert_eq!(sick["verdict"], "fail", "{sick:#}");
+    let failed: Vec<&str> = sick["failed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["item"].as_str().unwrap())
+        .collect();
+    assert_eq!(failed, ["health-ecc", "health-mig"], "{sick:#}");
+    assert_eq!(acceptance("idle")["verdict"], "pass", "{doc:#}");
+}
