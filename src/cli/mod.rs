@@ -635,6 +635,7 @@ enum KindArg {
     Image,
     Package,
     Model,
+    Xid,
 }
 
 impl From<KindArg> for Kind {
@@ -649,6 +650,7 @@ impl From<KindArg> for Kind {
             KindArg::Image => Kind::Image,
             KindArg::Package => Kind::Package,
             KindArg::Model => Kind::Model,
+            KindArg::Xid => Kind::Xid,
         }
     }
 }

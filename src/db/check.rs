@@ -234,7 +234,8 @@ identified!(
     Gpu,
     Image,
     Package,
-    Model
+    Model,
+    Xid
 );
 
 /// The records read so far, each with the index of its file.
@@ -249,6 +250,7 @@ struct Records {
     images: Vec<(usize, Image)>,
     packages: Vec<(usize, Package)>,
     models: Vec<(usize, Model)>,
+    xids: Vec<(usize, Xid)>,
 }
 
 impl Records {
@@ -277,6 +279,7 @@ impl Records {
             Kind::Image => into(ck, idx, id, doc, &mut self.images),
             Kind::Package => into(ck, idx, id, doc, &mut self.packages),
             Kind::Model => into(ck, idx, id, doc, &mut self.models),
+            Kind::Xid => into(ck, idx, id, doc, &mut self.xids),
         }
     }
 
@@ -292,6 +295,7 @@ impl Records {
         check_images(ck, self);
         check_packages(ck, &self.packages);
         check_models(ck, &self.models);
+        check_xids(ck, &self.xids);
     }
 
     fn into_db(self) -> Db {
@@ -308,6 +312,7 @@ impl Records {
             images: strip(self.images),
             packages: strip(self.packages),
             models: strip(self.models),
+            xids: strip(self.xids),
         };
         db.sort();
         db
@@ -1362,6 +1367,31 @@ fn check_packages(ck: &mut Checker<'_>, records: &[(usize, Package)]) {
         check_package_env(ck, idx, &r.env);
     }
     duplicates(ck, records, |r| normalize_name(&r.name), "name");
+}
+
+/// An XID record: sourced, dated, with a description and an action, in the file named by
+/// its code (so no code has two records).
+fn check_xids(ck: &mut Checker<'_>, records: &[(usize, Xid)]) {
+    for (idx, x) in records {
+        let idx = *idx;
+        ck.sources(idx, &KeyPath::default(), &x.sources, true);
+        ck.checked(idx, x.checked);
+        ck.stem(idx, &x.code.to_string());
+        for (key, value) in [
+            ("mnemonic", &x.mnemonic),
+            ("description", &x.description),
+            ("action", &x.action),
+        ] {
+            if value.trim().is_empty() {
+                ck.report(
+                    idx,
+                    KeyPath::key(key),
+                    ProblemKind::BadValue,
+                    format!("`{key}` is empty: say what NVIDIA's catalog gives"),
+                );
+            }
+        }
+    }
 }
 
 /// A model record: its shape is whole and consistent, `params` (and `active_params`) equal

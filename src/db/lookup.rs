@@ -386,6 +386,8 @@ pub enum Found<'a> {
     Package(&'a Package),
     /// A model's shape.
     Model(&'a Model),
+    /// An XID of the NVIDIA driver.
+    Xid(&'a Xid),
 }
 
 impl Found<'_> {
@@ -401,6 +403,7 @@ impl Found<'_> {
             Found::Image(_) => Kind::Image,
             Found::Package(_) => Kind::Package,
             Found::Model(_) => Kind::Model,
+            Found::Xid(_) => Kind::Xid,
         }
     }
 }
@@ -581,6 +584,17 @@ impl Db {
             }
             Kind::Image => self.image(name).map(Found::Image),
             Kind::Model => self.model(name).map(Found::Model),
+            Kind::Xid => {
+                // As the kernel log and people write it: `79`, `Xid 79`, `XID79`.
+                let text = strip_word(name, &["xid"]);
+                let code = text.trim().parse::<u32>().ok();
+                code.and_then(|c| self.xid(c)).map(Found::Xid).ok_or_else(|| {
+                    err(
+                        closest(name, self.xids.iter().map(|x| (x.id.clone(), x.id.as_str()))),
+                        false,
+                    )
+                })
+            }
             Kind::Package => self.package(name).map(Found::Package).ok_or_else(|| {
                 err(
                     closest(
@@ -618,6 +632,11 @@ impl Db {
             suggestions: closest(name, candidates),
             ambiguous: false,
         })
+    }
+
+    /// The record of XID `code`, when compat-db holds it.
+    pub fn xid(&self, code: u32) -> Option<&Xid> {
+        self.xids.iter().find(|x| x.code == code)
     }
 
     /// The package record for a project name, in any spelling PEP 503 equates
@@ -784,6 +803,16 @@ impl Db {
                     (
                         p.id.clone(),
                         format!("{} (compiles CUDA code: {})", p.name, p.compiles.as_str()),
+                    )
+                })
+                .collect(),
+            Kind::Xid => db
+                .xids
+                .iter()
+                .map(|x| {
+                    (
+                        x.id.clone(),
+                        format!("Xid {}: {} ({})", x.code, x.description, x.fault.as_str()),
                     )
                 })
                 .collect(),

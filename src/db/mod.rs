@@ -55,11 +55,13 @@ pub enum Kind {
     Package,
     /// `model/llama-2-70b.toml`
     Model,
+    /// `xid/79.toml`
+    Xid,
 }
 
 impl Kind {
     /// Every kind, in the order reports list them.
-    pub const ALL: [Kind; 9] = [
+    pub const ALL: [Kind; 10] = [
         Kind::Gpu,
         Kind::Driver,
         Kind::Cuda,
@@ -69,6 +71,7 @@ impl Kind {
         Kind::Image,
         Kind::Package,
         Kind::Model,
+        Kind::Xid,
     ];
 
     /// The directory name, which is also the name on the command line.
@@ -83,6 +86,7 @@ impl Kind {
             Kind::Image => "image",
             Kind::Package => "package",
             Kind::Model => "model",
+            Kind::Xid => "xid",
         }
     }
 }
@@ -316,6 +320,8 @@ pub struct Db {
     pub packages: Vec<Package>,
     /// Models, by id.
     pub models: Vec<Model>,
+    /// XIDs, by code.
+    pub xids: Vec<Xid>,
 }
 
 static EMBEDDED: OnceLock<Result<Db, Vec<Problem>>> = OnceLock::new();
@@ -379,6 +385,8 @@ impl Db {
             package: BTreeMap<String, Package>,
             #[serde(default)]
             model: BTreeMap<String, Model>,
+            #[serde(default)]
+            xid: BTreeMap<String, Xid>,
         }
         fn ids<T>(map: BTreeMap<String, T>, set: impl Fn(&mut T, String)) -> Vec<T> {
             map.into_iter()
@@ -399,6 +407,7 @@ impl Db {
             images: ids(blob.image, |r, id| r.id = id),
             packages: ids(blob.package, |r, id| r.id = id),
             models: ids(blob.model, |r, id| r.id = id),
+            xids: ids(blob.xid, |r, id| r.id = id),
         };
         db.sort();
         Some(db)
@@ -415,6 +424,7 @@ impl Db {
         self.images.sort_by(|a, b| a.id.cmp(&b.id));
         self.packages.sort_by(|a, b| a.name.cmp(&b.name));
         self.models.sort_by(|a, b| a.id.cmp(&b.id));
+        self.xids.sort_by_key(|x| x.code);
     }
 
     /// The database in `dir`.
@@ -434,6 +444,7 @@ impl Db {
         let images = self.images.iter().map(|r| r.checked);
         let packages = self.packages.iter().map(|r| r.checked);
         let models = self.models.iter().map(|r| r.checked);
+        let xids = self.xids.iter().map(|r| r.checked);
         python
             .chain(torch)
             .chain(cuda)
@@ -443,6 +454,7 @@ impl Db {
             .chain(images)
             .chain(packages)
             .chain(models)
+            .chain(xids)
             .flatten()
             .max()
     }
@@ -465,6 +477,7 @@ impl Db {
             Kind::Image => self.images.len(),
             Kind::Package => self.packages.len(),
             Kind::Model => self.models.len(),
+            Kind::Xid => self.xids.len(),
         }
     }
 }
@@ -536,6 +549,7 @@ mod tests {
         same(&fast.images, &checked.images);
         same(&fast.packages, &checked.packages);
         same(&fast.models, &checked.models);
+        same(&fast.xids, &checked.xids);
     }
 
     /// `checked` is the day a record was last checked: a date, read into the record.
@@ -655,6 +669,40 @@ mod tests {
         let text = f.text.take().unwrap().replace(from, to);
         f.text = Some(Cow::Owned(text));
         f
+    }
+
+    /// An XID record is the file of its code, with a description and an action, and an
+    /// unknown fault word is refused.
+    #[test]
+    fn xid_records_are_named_by_their_code_and_say_what_to_do() {
+        let xid = |path: &str, body: &str| SourceFile {
+            path: path.into(),
+            text: Some(Cow::Owned(format!(
+                "code = 79\nmnemonic = \"ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS\"\n{body}\n\
+                 checked = \"2026-12-04\"\n[[sources]]\n\
+                 url = \"https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html\"\n"
+            ))),
+        };
+        let good =
+            "description = \"GPU has fallen off the bus\"\nfault = \"gpu\"\naction = \"at once RESTART_BM\"";
+        let db = Db::load(&[xid("xid/79.toml", good)]).expect("a whole record loads");
+        assert_eq!(db.xid(79).map(|x| x.fault), Some(XidFault::Gpu));
+        assert!(db.xid(48).is_none());
+        let problems = lint(&[xid("xid/48.toml", good)]);
+        assert!(
+            problems.iter().any(|p| p.kind == ProblemKind::Layout),
+            "79 in 48.toml: {problems:?}"
+        );
+        let problems = lint(&[xid("xid/79.toml", &good.replace("at once RESTART_BM", " "))]);
+        assert!(
+            problems.iter().any(|p| p.key.to_string() == "action"),
+            "empty action: {problems:?}"
+        );
+        let problems = lint(&[xid("xid/79.toml", &good.replace("\"gpu\"", "\"hardware\""))]);
+        assert!(
+            problems.iter().any(|p| p.key.to_string() == "fault"),
+            "unknown fault: {problems:?}"
+        );
     }
 
     /// The count of a model's weights follows from its shape; a record that says otherwise

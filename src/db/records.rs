@@ -822,3 +822,61 @@ impl Model {
         c.experts.map(|_| c.active_params)
     }
 }
+
+/// Whose fault an XID is, as NVIDIA's Xid catalog files it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum XidFault {
+    /// The GPU, its memory or its bus: a delivered machine that logged it since boot is not
+    /// accepted.
+    Gpu,
+    /// The application (an illegal address, a bad push buffer): listed, not a fault of the
+    /// GPU.
+    Application,
+    /// A record of an event whose fault, if any, another item or Xid says (a row remap
+    /// recorded, a recovery action changed): listed.
+    Informational,
+}
+
+impl XidFault {
+    /// The word in the record.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            XidFault::Gpu => "gpu",
+            XidFault::Application => "application",
+            XidFault::Informational => "informational",
+        }
+    }
+}
+
+/// An XID: an error the NVIDIA driver writes to the kernel log (`NVRM: Xid (PCI:...): 79,
+/// ...`), what NVIDIA says it means and what to do.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Xid {
+    /// Set by the loader: the file stem, which is the code (`79`).
+    #[serde(skip_deserializing)]
+    pub id: String,
+    /// The XID number.
+    pub code: u32,
+    /// The driver's name for it (`ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS`).
+    pub mnemonic: String,
+    /// NVIDIA's description (`GPU has fallen off the bus`).
+    pub description: String,
+    /// Whose fault it is.
+    pub fault: XidFault,
+    /// What NVIDIA's catalog says to do at once, then to investigate (its resolution
+    /// buckets, `RESET_GPU`, `CONTACT_SUPPORT`), in words.
+    pub action: String,
+    /// The date this record's facts were last checked against their sources.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checked: Option<PartialDate>,
+    /// Facts not checked against a primary source, by key.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unverified: Vec<String>,
+    /// Anything a curator should know.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notes: Option<String>,
+    /// Where the facts come from (required).
+    #[serde(default)]
+    pub sources: Vec<Source>,
+}

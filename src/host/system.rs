@@ -304,6 +304,27 @@ impl Recording {
     }
 }
 
+/// What a record keeps of a command's answer: all of it, except of the kernel log
+/// (`journalctl -k`, `dmesg`), where only its first line and the NVIDIA driver's lines
+/// (`NVRM:`) are kept. The rest of a kernel log (device serials, addresses, other
+/// software's messages) is not gpuenv's to copy into a file people share, and the probe
+/// reads nothing else of it; the first line keeps a log that was readable non-empty, so
+/// that replay does not take it for one that could not be read.
+fn kept(program: &str, mut out: CmdOutput) -> CmdOutput {
+    if program == "journalctl" || program == "dmesg" {
+        let mut lines = out.stdout.lines();
+        let first = lines.next().map(str::to_string);
+        let nvrm = lines.filter(|l| l.contains("NVRM:"));
+        let mut text = String::new();
+        for line in first.iter().map(String::as_str).chain(nvrm) {
+            text.push_str(line);
+            text.push('\n');
+        }
+        out.stdout = text;
+    }
+    out
+}
+
 impl System for Recording {
     fn run(&self, program: &str, args: &[&str]) -> CmdOutput {
         let key = command_key(program, args);
@@ -311,7 +332,7 @@ impl System for Recording {
             |r| r.commands.get(&key).cloned(),
             |s| s.run(program, args),
             |r, v| {
-                r.commands.insert(key.clone(), v);
+                r.commands.insert(key.clone(), kept(program, v));
             },
         )
         .unwrap_or_else(CmdOutput::not_found)
@@ -366,5 +387,75 @@ impl System for Recording {
     fn docker(&self) -> Result<EngineInfo, String> {
         self.with(|r| r.docker.clone(), |s| s.docker(), |r, v| r.docker = Some(v))
             .unwrap_or_else(|| Err("not in the host record".into()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A machine whose every command prints `stdout`.
+    struct Prints(&'static str);
+
+    impl System for Prints {
+        fn run(&self, _: &str, _: &[&str]) -> CmdOutput {
+            CmdOutput {
+                outcome: Outcome::Exited,
+                status: Some(0),
+                stdout: self.0.to_string(),
+                stderr: String::new(),
+            }
+        }
+        fn read(&self, _: &str) -> Option<String> {
+            None
+        }
+        fn list(&self, _: &str) -> Option<Vec<String>> {
+            None
+        }
+        fn env(&self, _: &str) -> Option<String> {
+            None
+        }
+        fn nvml(&self) -> NvmlProbe {
+            NvmlProbe::Unavailable {
+                reason: "test".into(),
+            }
+        }
+        fn docker(&self) -> Result<EngineInfo, String> {
+            Err("test".into())
+        }
+    }
+
+    const LOG: &str = "[    0.000000] Linux version 6.8.0-49-generic\n\
+        [    3.100000] usb 1-1: SerialNumber: 4C530001230517115433\n\
+        [    5.402113] NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  590.44.01\n\
+        [ 8812.004211] NVRM: Xid (PCI:0000:01:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n";
+
+    #[test]
+    fn a_record_keeps_only_the_drivers_lines_of_the_kernel_log() {
+        let rec = Recording::capture(Box::new(Prints(LOG)), "test".into());
+        let live = rec.run("journalctl", &["-k", "-b"]);
+        assert_eq!(live.stdout, LOG, "the probe sees the whole log");
+        rec.run("uname", &["-r"]);
+        let record = rec.record();
+        let kept = &record.commands[&command_key("journalctl", &["-k", "-b"])].stdout;
+        assert_eq!(
+            kept,
+            "[    0.000000] Linux version 6.8.0-49-generic\n\
+             [    5.402113] NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  590.44.01\n\
+             [ 8812.004211] NVRM: Xid (PCI:0000:01:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n"
+        );
+        assert!(!kept.contains("SerialNumber"));
+        // Other commands are kept whole.
+        assert_eq!(record.commands[&command_key("uname", &["-r"])].stdout, LOG);
+        // Replayed, the kept log gives the same XIDs.
+        let replay = Recording::replay(record);
+        let xids: Vec<_> = replay
+            .run("journalctl", &["-k", "-b"])
+            .stdout
+            .lines()
+            .filter_map(crate::host::parse::xid_line)
+            .collect();
+        assert_eq!(xids.len(), 1);
+        assert_eq!(xids[0].xid, 79);
     }
 }

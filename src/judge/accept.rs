@@ -203,6 +203,7 @@ pub fn accept_with_health(db: &Db, host: &HostReport, e: &Expect) -> Result<Vec<
     if !e.is_empty() {
         out.extend(super::health::health_items(
             host,
+            &db.xids,
             &e.health_allow,
             &e.health_allow_origin(),
         ));

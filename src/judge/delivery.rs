@@ -618,8 +618,11 @@ pub(super) fn disk_layout(host: &HostReport) -> Check {
             "disk-layout",
             Verdict::Warn,
             format!(
-                "system disk {system}; data disk {}, but what it is stored on is unknown (no /sys/block answer)",
-                describe_mount(data)
+                "system disk {system}; data disk {}, but what it is stored on is unknown ({})",
+                describe_mount(data),
+                // Why, where the probe found out (a virtual disk, a network filesystem);
+                // otherwise nothing under /sys/block answered for it.
+                data.media_source.as_deref().unwrap_or("no /sys/block answer")
             ),
         ),
     }

@@ -8,6 +8,7 @@
 //! not pass unless the order allows unknowns. Must not: probe, print or read the order.
 
 use super::accept::{AcceptVerdict, Acceptance};
+use crate::db::{Xid, XidFault};
 use crate::host::{GpuInfo, HostReport, Throttle};
 
 /// One health item.
@@ -30,34 +31,6 @@ pub enum Health {
     /// An XID error of a GPU fault in the kernel log since boot.
     Xid,
 }
-
-/// NVIDIA's XID catalog: the XIDs that mean a fault of the GPU (fail), and those its
-/// catalog puts on the application (listed, not a fault of the GPU). Source: NVIDIA, Xid
-/// Errors, https://docs.nvidia.com/deploy/xid-errors/index.html (the catalog's
-/// descriptions and resolution buckets).
-const XIDS: [(u32, &str, bool); 9] = [
-    (
-        13,
-        "Graphics Engine Exception: usually an application error",
-        false,
-    ),
-    (
-        31,
-        "GPU memory page fault: usually an application's illegal address",
-        false,
-    ),
-    (43, "GPU stopped processing: a user application fault", false),
-    (48, "Double Bit ECC Error (DBE): uncorrectable memory error", true),
-    (
-        63,
-        "ECC page retirement or row remapping recording event: reset the GPU",
-        true,
-    ),
-    (64, "ECC page retirement or row remapper recording failure", true),
-    (79, "GPU has fallen off the bus", true),
-    (94, "Contained ECC error", true),
-    (95, "Uncontained ECC error: reset the GPU", true),
-];
 
 /// The word of `health_allow` that relaxes every item whose fact is unknown.
 pub const ALLOW_UNKNOWN: &str = "unknown";
@@ -153,10 +126,10 @@ impl Health {
             }
             Health::Xid => {
                 "fails on an NVRM Xid line of the kernel log since boot (its last 20000 lines) whose XID \
-                 NVIDIA's catalog lists as a GPU fault (48 double-bit ECC, 63/64 row remap or page \
-                 retirement event/failure, 79 fallen off the bus, 94/95 contained/uncontained ECC) or \
-                 that gpuenv's table does not know; 13, 31 and 43 are application errors and are listed \
-                 only (NVIDIA, Xid Errors: https://docs.nvidia.com/deploy/xid-errors/index.html)"
+                 compat-db's XID records (`gpuenv show xid 79`) file as a fault of the GPU, its memory \
+                 or its bus, or that they do not hold; those NVIDIA files under the application are \
+                 listed only (NVIDIA, Xid Catalog: \
+                 https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html)"
             }
         }
     }
@@ -170,13 +143,14 @@ enum Reading {
 }
 
 /// The health items, each relaxed where `allow` names it (or `unknown`, for an unknown
-/// fact); `allowed_by` says where the relaxation was written, for the item's text.
-pub fn health_items(host: &HostReport, allow: &[String], allowed_by: &str) -> Vec<Acceptance> {
+/// fact); `allowed_by` says where the relaxation was written, for the item's text. `xids`
+/// is compat-db's XID table (NVIDIA's catalog, with whose fault each one is).
+pub fn health_items(host: &HostReport, xids: &[Xid], allow: &[String], allowed_by: &str) -> Vec<Acceptance> {
     let allows = |w: &str| allow.iter().any(|a| a == w);
     Health::ALL
         .into_iter()
         .map(|h| {
-            let reading = read(host, h);
+            let reading = read(host, xids, h);
             let (pass, found, relaxed) = match reading {
                 Reading::Healthy(f) => (true, f, None),
                 Reading::Sick(f) if allows(h.word()) => (true, f, Some(h.word())),
@@ -209,12 +183,12 @@ pub fn health_items(host: &HostReport, allow: &[String], allowed_by: &str) -> Ve
         .collect()
 }
 
-fn read(host: &HostReport, h: Health) -> Reading {
+fn read(host: &HostReport, xids: &[Xid], h: Health) -> Reading {
     if h == Health::Nvml {
         return nvml(host);
     }
     if h == Health::Xid {
-        return xid(host);
+        return xid(host, xids);
     }
     if host.gpus.is_empty() {
         return Reading::Unknown("no GPU listed".into());
@@ -397,30 +371,35 @@ fn nvml(host: &HostReport) -> Reading {
     }
 }
 
-fn xid(host: &HostReport) -> Reading {
+/// The kernel log's XIDs judged by compat-db's table: one NVIDIA files under the GPU, or
+/// one the table does not hold (no pass without the fact), fails; one NVIDIA files under
+/// the application is listed.
+fn xid(host: &HostReport, xids: &[Xid]) -> Reading {
     let Some(log) = &host.kernel_log else {
         return Reading::Unknown("the kernel log could not be read (journalctl -k, dmesg)".into());
     };
     let mut faults = Vec::new();
     let mut apps = Vec::new();
     for e in &log.value {
-        let known = XIDS.iter().find(|(n, _, _)| *n == e.xid);
-        let line = format!(
-            "XID {} on {}: {}",
-            e.xid,
-            if e.device.is_empty() {
-                "a GPU"
-            } else {
-                e.device.as_str()
-            },
-            known.map_or(
-                "not in gpuenv's table; see NVIDIA's Xid catalog",
-                |(_, meaning, _)| meaning
-            )
-        );
-        match known {
-            Some((_, _, false)) => apps.push(line),
-            _ => faults.push(line),
+        let known = xids.iter().find(|x| x.code == e.xid);
+        let device = if e.device.is_empty() {
+            "a GPU"
+        } else {
+            e.device.as_str()
+        };
+        let line = match known {
+            Some(x) => format!(
+                "XID {} on {device}: {}; NVIDIA: {}",
+                e.xid, x.description, x.action
+            ),
+            None => format!(
+                "XID {} on {device}: not in compat-db's XID table; see NVIDIA's Xid catalog",
+                e.xid
+            ),
+        };
+        match known.map(|x| x.fault) {
+            Some(XidFault::Application | XidFault::Informational) => apps.push(line),
+            Some(XidFault::Gpu) | None => faults.push(line),
         }
     }
     faults.dedup();
@@ -428,7 +407,7 @@ fn xid(host: &HostReport) -> Reading {
     match (faults.is_empty(), apps.is_empty()) {
         (false, _) => Reading::Sick(faults.join("; ")),
         (true, false) => Reading::Healthy(format!(
-            "no XID of a GPU fault ({}), application errors only: {}",
+            "no XID of a GPU fault ({}); listed, of the application or an event only: {}",
             log.source,
             apps.join("; ")
         )),
@@ -453,6 +432,12 @@ fn failure_text(f: &crate::host::SmiFailure) -> String {
 mod tests {
     use super::*;
     use crate::host::{GpuProcess, GpuState};
+
+    fn xids() -> &'static [Xid] {
+        &crate::db::Db::embedded()
+            .expect("the embedded database loads")
+            .xids
+    }
 
     fn host(state: GpuState, mig: Option<bool>) -> HostReport {
         HostReport {
@@ -487,7 +472,7 @@ mod tests {
             ..GpuState::default()
         };
         let h = host(state, None);
-        let strict = health_items(&h, &[], "the order");
+        let strict = health_items(&h, xids(), &[], "the order");
         assert!(!by_key(&strict, Health::Processes).pass);
         assert_eq!(
             by_key(&strict, Health::Processes).found,
@@ -497,7 +482,7 @@ mod tests {
         assert!(by_key(&strict, Health::Throttle).found.starts_with("unknown: "));
         assert!(by_key(&strict, Health::Ecc).pass);
 
-        let unknowns = health_items(&h, &["unknown".into()], "order.toml line 2");
+        let unknowns = health_items(&h, xids(), &["unknown".into()], "order.toml line 2");
         assert!(
             !by_key(&unknowns, Health::Processes).pass,
             "a fault is not an unknown"
@@ -514,7 +499,7 @@ mod tests {
             t.found
         );
 
-        let processes = health_items(&h, &["processes".into()], "--allow-health");
+        let processes = health_items(&h, xids(), &["processes".into()], "--allow-health");
         assert!(by_key(&processes, Health::Processes).pass);
         assert!(!by_key(&processes, Health::Throttle).pass);
     }
@@ -559,7 +544,7 @@ mod tests {
                 Some(false),
             );
             assert_eq!(
-                by_key(&health_items(&h, &[], "o"), Health::Throttle).pass,
+                by_key(&health_items(&h, xids(), &[], "o"), Health::Throttle).pass,
                 pass,
                 "{active:?}"
             );

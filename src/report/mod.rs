@@ -214,6 +214,7 @@ fn title(found: Found<'_>) -> String {
         Found::Python(p) => format!("Python {}", p.version),
         Found::Package(e) => format!("{} (compiles CUDA code: {})", e.name, e.compiles.as_str()),
         Found::Model(m) => m.name.clone(),
+        Found::Xid(x) => format!("Xid {}: {}", x.code, x.description),
         Found::Image(i) => match &i.tag {
             Some(tag) => format!("{}:{tag}", i.repository),
             None => format!(
@@ -437,6 +438,7 @@ fn kind_stats(db: &Db) -> Vec<doc::KindStats> {
                 Kind::Image => (count(&db.images), newest_image.clone()),
                 Kind::Package => (count(&db.packages), None),
                 Kind::Model => (count(&db.models), None),
+                Kind::Xid => (count(&db.xids), None),
             };
             doc::KindStats {
                 kind,

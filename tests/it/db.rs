@@ -64,6 +64,7 @@ fn templates_are_valid_records() {
             "image" => "ngc-25.12",
             "package" => "flash-attn",
             "model" => "llama-2-70b",
+            "xid" => "79",
             other => panic!("unexpected template {other}"),
         };
         let files = vec![db::SourceFile {

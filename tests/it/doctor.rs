@@ -1063,7 +1063,10 @@ fn a_virtio_data_disk_that_says_it_rotates_is_unknown_not_an_hdd() {
     );
     let layout = reason(&doc, "disk-layout");
     assert!(!layout.contains("rotating drive"), "{layout}");
-    assert!(layout.contains("unknown"), "{layout}");
+    assert!(
+        layout.contains("unknown (vdb is a virtio disk: its rotational flag does not say what backs it)"),
+        "the check says why it is unknown: {layout}"
+    );
     // The order's data disk type is not judged an HDD either: the item says what it read.
     let run = gpuenv(&[
         "check",

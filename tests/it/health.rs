@@ -440,15 +440,41 @@ fn an_xid_of_a_gpu_fault_in_the_kernel_log_is_not_accepted() {
     let (code, doc, text) = check(&fell.path().join("host.json"), &["--expect-gpus", "1"]);
     assert_eq!(code, 1, "{text}");
     assert_eq!(failing(&doc), ["health-xid"], "{text}");
+    // The meaning and what to do come from compat-db's XID record (`gpuenv show xid 79`).
     assert_eq!(
         item(&doc, "health-xid")["found"],
-        "XID 79 on PCI:0000:01:00: GPU has fallen off the bus"
+        "XID 79 on PCI:0000:01:00: GPU has fallen off the bus; NVIDIA: at once RESTART_BM (restart the machine); \
+         then CONTACT_SUPPORT (contact NVIDIA support)"
     );
     assert!(
         item(&doc, "health-xid")["rule"]
             .as_str()
             .unwrap()
-            .contains("https://docs.nvidia.com/deploy/xid-errors/index.html")
+            .contains("https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html")
+    );
+
+    // An XID that compat-db does not hold fails: no pass without the fact.
+    let unknown = log_with("[ 77.1] NVRM: Xid (PCI:0000:01:00): 999, pid=1, something new");
+    let (code, doc, text) = check(&unknown.path().join("host.json"), &["--expect-gpus", "1"]);
+    assert_eq!(code, 1, "{text}");
+    assert_eq!(
+        item(&doc, "health-xid")["found"],
+        "XID 999 on PCI:0000:01:00: not in compat-db's XID table; see NVIDIA's Xid catalog"
+    );
+
+    // XID 63 (a row remap recorded) is an event the catalog says to ignore: listed, and
+    // the remap itself is what health-row-remap judges.
+    let event = log_with(
+        "[ 12.5] NVRM: Xid (PCI:0000:01:00): 63, pid=1, Row Remapper: New row marked for remapping, reset gpu to activate.",
+    );
+    let (code, doc, text) = check(&event.path().join("host.json"), &["--expect-gpus", "1"]);
+    assert_eq!(code, 0, "{text}");
+    assert!(
+        item(&doc, "health-xid")["found"]
+            .as_str()
+            .unwrap()
+            .contains("listed, of the application or an event only: XID 63 on PCI:0000:01:00: GPU memory remapping event"),
+        "{doc:#}"
     );
 
     let app = log_with(
@@ -457,10 +483,9 @@ fn an_xid_of_a_gpu_fault_in_the_kernel_log_is_not_accepted() {
     let (code, doc, text) = check(&app.path().join("host.json"), &["--expect-gpus", "1"]);
     assert_eq!(code, 0, "{text}");
     assert!(
-        item(&doc, "health-xid")["found"]
-            .as_str()
-            .unwrap()
-            .contains("application errors only: XID 13 on PCI:0000:01:00: Graphics Engine Exception"),
+        item(&doc, "health-xid")["found"].as_str().unwrap().contains(
+            "listed, of the application or an event only: XID 13 on PCI:0000:01:00: Graphics Engine Exception"
+        ),
         "{doc:#}"
     );
 }
