@@ -61,6 +61,10 @@ pub mod limits {
     /// A recorded host (`--host-facts`): real ones are under 100 KiB, with every command's
     /// output and file a probe read.
     pub const HOST_RECORD: u64 = 32 << 20;
+    /// A `gpuenv bench --json` document (`check --bench-results`): every figure of 72 GPUs,
+    /// each pair's peer copies included (about 5,300 figures of a few hundred bytes), is
+    /// under 2 MiB.
+    pub const BENCH_RESULTS: u64 = 16 << 20;
     /// One record of a `--db` directory: the largest shipped record is about 5 KiB.
     pub const DB_RECORD: u64 = 1 << 20;
     /// All records of a `--db` directory, together (the shipped database: about 1.3 MiB).

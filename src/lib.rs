@@ -23,10 +23,13 @@
 //! - [`deadline`]: the total and idle limits of one command's work with the outside.
 //! - [`net`]: HTTP under a deadline, bodies read through caps (the registry and upstream
 //!   clients send through it).
+//! - [`bench`](mod@bench): figures measured on the delivered machine (engines, gpuenv's own, burn-in)
+//!   and how each is judged against the datasheet and the machine's peers.
 //! - [`fleet`]: `doctor --json` reports of many nodes merged: a summary each, the drift.
 //! - [`report`]: the only module that prints.
 //! - [`cli`]: argument parsing and dispatch.
 
+pub mod bench;
 pub mod cli;
 pub mod credentials;
 pub mod db;

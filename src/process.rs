@@ -2,8 +2,10 @@
 //!
 //! Owns: starting a program, handing it its standard input, reading what it prints on
 //! threads (so a chatty child never blocks on a full pipe while we wait), and killing it
-//! at the deadline, or as soon as it prints more than its output cap. Must not: look programs up anywhere but the OS's own way, interpret
-//! what they print, or print.
+//! at the deadline, or as soon as it prints more than its output cap; and a program left
+//! running in the background ([`Background`]) that is killed at its deadline, when asked,
+//! or when its handle is dropped. Must not: look programs up anywhere but the OS's own
+//! way, interpret what they print, or print.
 
 use std::ffi::OsStr;
 use std::io::{Read, Write};
@@ -74,44 +76,17 @@ pub fn run_capped(
             let _ = pipe.write_all(&bytes);
         });
     }
-    // Each output is read on a thread that hands it over when the pipe closes. A pipe
-    // stays open as long as any process holds it, and a program killed at the deadline
-    // (a shell script) may leave a child that does: its output is then waited for only
-    // [`GRACE`] more, and the thread is left to end when that child does.
-    // What was read so far is kept where the caller can take it, pipe closed or not.
     let overflow = Arc::new(AtomicBool::new(false));
-    let reader = |pipe: Option<Box<dyn Read + Send>>| {
-        let (tx, rx) = mpsc::channel::<()>();
-        let kept = Arc::new(Mutex::new(Vec::new()));
-        let sink = Arc::clone(&kept);
-        let overflow = Arc::clone(&overflow);
-        std::thread::spawn(move || {
-            if let Some(p) = pipe {
-                let mut p = p.take(cap.saturating_add(1));
-                let mut chunk = [0u8; 8192];
-                loop {
-                    match p.read(&mut chunk) {
-                        Ok(0) => break,
-                        Ok(n) => {
-                            let mut kept = sink.lock().unwrap_or_else(PoisonError::into_inner);
-                            kept.extend_from_slice(&chunk[..n]);
-                            if kept.len() as u64 > cap {
-                                kept.truncate(usize::try_from(cap).unwrap_or(usize::MAX));
-                                overflow.store(true, Ordering::SeqCst);
-                                break;
-                            }
-                        }
-                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                        Err(_) => break,
-                    }
-                }
-            }
-            let _ = tx.send(());
-        });
-        (rx, kept)
-    };
-    let out = reader(child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
-    let err = reader(child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let out = read_pipe(
+        child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>),
+        cap,
+        &overflow,
+    );
+    let err = read_pipe(
+        child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>),
+        cap,
+        &overflow,
+    );
     let start = Instant::now();
     let (status, timed_out) = loop {
         match child.try_wait() {
@@ -131,11 +106,7 @@ pub fn run_capped(
         }
     };
     let deadline = Instant::now() + if timed_out { GRACE } else { GRACE * 5 };
-    let collect = |(closed, kept): (mpsc::Receiver<()>, Arc<Mutex<Vec<u8>>>)| {
-        let _ = closed.recv_timeout(deadline.saturating_duration_since(Instant::now()));
-        std::mem::take(&mut *kept.lock().unwrap_or_else(PoisonError::into_inner))
-    };
-    let (stdout, stderr) = (collect(out), collect(err));
+    let (stdout, stderr) = (out.collect(deadline), err.collect(deadline));
     Ok(Ran {
         status,
         timed_out,
@@ -143,6 +114,187 @@ pub fn run_capped(
         stdout,
         stderr,
     })
+}
+
+/// One output of a program, read on a thread of its own.
+struct Pipe {
+    /// Hears once when the pipe closed (or the cap was reached).
+    closed: mpsc::Receiver<()>,
+    /// What was read so far.
+    kept: Arc<Mutex<Vec<u8>>>,
+}
+
+impl Pipe {
+    /// What was read, once the pipe closed or `deadline` passed, whichever comes first.
+    fn collect(self, deadline: Instant) -> Vec<u8> {
+        let _ = self
+            .closed
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()));
+        std::mem::take(&mut *self.kept.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// A copy of what was read so far.
+    fn so_far(&self) -> Vec<u8> {
+        self.kept.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+}
+
+/// Reads `pipe` on a thread up to `cap` bytes, setting `overflow` past it.
+///
+/// A pipe stays open as long as any process holds it, and a program killed at the deadline
+/// (a shell script) may leave a child that does: its output is then waited for only
+/// [`GRACE`] more, and the thread is left to end when that child does. What was read so
+/// far is kept where the caller can take it, pipe closed or not.
+fn read_pipe(pipe: Option<Box<dyn Read + Send>>, cap: u64, overflow: &Arc<AtomicBool>) -> Pipe {
+    let (tx, rx) = mpsc::channel::<()>();
+    let kept = Arc::new(Mutex::new(Vec::new()));
+    let sink = Arc::clone(&kept);
+    let overflow = Arc::clone(overflow);
+    std::thread::spawn(move || {
+        if let Some(p) = pipe {
+            let mut p = p.take(cap.saturating_add(1));
+            let mut chunk = [0u8; 8192];
+            loop {
+                match p.read(&mut chunk) {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        let mut kept = sink.lock().unwrap_or_else(PoisonError::into_inner);
+                        kept.extend_from_slice(&chunk[..n]);
+                        if kept.len() as u64 > cap {
+                            kept.truncate(usize::try_from(cap).unwrap_or(usize::MAX));
+                            overflow.store(true, Ordering::SeqCst);
+                            break;
+                        }
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(_) => break,
+                }
+            }
+        }
+        let _ = tx.send(());
+    });
+    Pipe { closed: rx, kept }
+}
+
+/// A program left running while the caller does other work (a server another machine
+/// talks to): no standard input, its outputs read up to a cap, and killed at its deadline
+/// ([`Background::running`] checks), by [`Background::finish`], or when the handle is
+/// dropped, so that no path out of the caller leaves it behind.
+pub struct Background {
+    child: std::process::Child,
+    deadline: Instant,
+    out: Option<Pipe>,
+    err: Option<Pipe>,
+    overflow: Arc<AtomicBool>,
+    /// How it ended, once it did: the exit status, and whether the deadline killed it.
+    ended: Option<(Option<i32>, bool)>,
+}
+
+impl Background {
+    /// Starts `program` with `args`, to be killed after `timeout` or once either output
+    /// passes `cap` bytes. Errors are those of starting it (`NotFound` when there is no
+    /// such program).
+    pub fn spawn(
+        program: impl AsRef<OsStr>,
+        args: &[&str],
+        timeout: Duration,
+        cap: u64,
+    ) -> std::io::Result<Background> {
+        let mut child = Command::new(program)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()?;
+        let overflow = Arc::new(AtomicBool::new(false));
+        let out = read_pipe(
+            child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>),
+            cap,
+            &overflow,
+        );
+        let err = read_pipe(
+            child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>),
+            cap,
+            &overflow,
+        );
+        Ok(Background {
+            child,
+            deadline: Instant::now() + timeout,
+            out: Some(out),
+            err: Some(err),
+            overflow,
+            ended: None,
+        })
+    }
+
+    /// Whether it still runs; past its deadline or its output cap it is killed here.
+    pub fn running(&mut self) -> bool {
+        if self.ended.is_some() {
+            return false;
+        }
+        match self.child.try_wait() {
+            Ok(Some(s)) => {
+                self.ended = Some((s.code(), false));
+                false
+            }
+            Ok(None) if Instant::now() >= self.deadline => {
+                self.kill(true);
+                false
+            }
+            Ok(None) if self.overflow.load(Ordering::SeqCst) => {
+                self.kill(false);
+                false
+            }
+            Ok(None) => true,
+            Err(_) => {
+                self.kill(false);
+                false
+            }
+        }
+    }
+
+    fn kill(&mut self, timed_out: bool) {
+        let _ = self.child.kill();
+        let status = self.child.wait().ok().and_then(|s| s.code());
+        self.ended = Some((status, timed_out));
+    }
+
+    /// What its standard error holds so far (a server's complaint while it still runs).
+    pub fn stderr_so_far(&self) -> Vec<u8> {
+        self.err.as_ref().map(Pipe::so_far).unwrap_or_default()
+    }
+
+    /// Waits at most `wait` (and never past its deadline) for it to end, kills it if it
+    /// has not, and gives what it printed. `timed_out` says the deadline killed it; a
+    /// program this call killed before its deadline has neither a status nor `timed_out`.
+    pub fn finish(mut self, wait: Duration) -> Ran {
+        let until = (Instant::now() + wait).min(self.deadline);
+        while self.running() && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        if self.ended.is_none() {
+            self.kill(false);
+        }
+        let (status, timed_out) = self.ended.unwrap_or((None, false));
+        let deadline = Instant::now() + GRACE;
+        let stdout = self.out.take().map(|p| p.collect(deadline)).unwrap_or_default();
+        let stderr = self.err.take().map(|p| p.collect(deadline)).unwrap_or_default();
+        Ran {
+            status,
+            timed_out,
+            overflowed: self.overflow.load(Ordering::SeqCst),
+            stdout,
+            stderr,
+        }
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        if self.ended.is_none() {
+            self.kill(false);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -213,6 +365,56 @@ mod tests {
         let ran = run_capped("sh", &["-c", "echo small"], None, Duration::from_secs(30), 4096).unwrap();
         assert!(!ran.overflowed);
         assert_eq!(ran.stdout, b"small\n");
+    }
+
+    #[test]
+    fn a_background_program_is_killed_when_dropped_or_at_its_deadline() {
+        let mut bg = Background::spawn(
+            "sh",
+            &["-c", "echo up; echo warn >&2; exec sleep 30"],
+            Duration::from_secs(30),
+            4096,
+        )
+        .unwrap();
+        assert!(bg.running());
+        let pid = bg.child.id();
+        let t = Instant::now();
+        while bg.stderr_so_far().is_empty() && t.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(bg.stderr_so_far(), b"warn\n");
+        drop(bg);
+        // The process is gone once the handle is: kill(pid, 0) finds no such process.
+        assert_ne!(unsafe { libc::kill(pid as i32, 0) }, 0, "pid {pid} still runs");
+
+        let mut bg = Background::spawn("sleep", &["30"], Duration::from_millis(200), 4096).unwrap();
+        let t = Instant::now();
+        while bg.running() {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(t.elapsed() < Duration::from_secs(10));
+        let ran = bg.finish(Duration::from_secs(1));
+        assert!(ran.timed_out && ran.status.is_none());
+
+        let bg =
+            Background::spawn("sh", &["-c", "echo done; exit 4"], Duration::from_secs(30), 4096).unwrap();
+        let ran = bg.finish(Duration::from_secs(10));
+        assert_eq!((ran.status, ran.timed_out), (Some(4), false));
+        assert_eq!(ran.stdout, b"done\n");
+
+        // Asked to finish before it does: killed then, not waited for until its deadline.
+        let t = Instant::now();
+        let ran = Background::spawn("sleep", &["30"], Duration::from_secs(30), 4096)
+            .unwrap()
+            .finish(Duration::from_millis(100));
+        assert!(!ran.timed_out && ran.status.is_none());
+        assert!(t.elapsed() < Duration::from_secs(5));
+        assert_eq!(
+            Background::spawn("gpuenv-no-such-program", &[], Duration::from_secs(1), 1)
+                .err()
+                .map(|e| e.kind()),
+            Some(std::io::ErrorKind::NotFound)
+        );
     }
 
     #[test]

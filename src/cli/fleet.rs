@@ -1,5 +1,7 @@
-//! `gpuenv fleet collect`: its flags, which engine they pick, and the folder it writes.
-//! What runs on the nodes and how answers are read is `fleet::collect`'s.
+//! `gpuenv fleet collect`: its flags, which engine they pick, the bench flags it passes on
+//! (`--bench-arg`, checked against [`BENCH_FLAGS`] and parsed as the nodes will parse
+//! them), and the folder it writes. What runs on the nodes and how answers are read is
+//! `fleet::collect`'s.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -8,7 +10,7 @@ use std::time::Duration;
 use clap::{ArgGroup, Args};
 
 use super::{CliError, Exit, write_error};
-use crate::fleet::collect::{self, EngineError, Remote, SlurmTarget};
+use crate::fleet::collect::{self, EngineError, Reads, Remote, SlurmTarget};
 use crate::report;
 
 /// `gpuenv fleet collect`.
@@ -54,10 +56,30 @@ pub struct CollectArgs {
     /// file system (`doctor --record`), to replay with `--host-facts`.
     #[arg(long, value_name = "DIR", conflicts_with = "kubectl")]
     record: Option<String>,
+    /// Run `gpuenv bench --json` on every node instead of `doctor --json` (Slurm and ssh),
+    /// one results file per node (named by its hostname), for `fleet report` beside the
+    /// nodes' doctor reports.
+    #[arg(long)]
+    bench: bool,
+    /// A word passed on to each node's `gpuenv bench` (repeatable): one of its flags
+    /// --quick, --full, --gpu-only, --host-only, --burn D, --dcgm-level N, --python PATH,
+    /// --path DIR, --allow-system-disk, --disk-size S, --memory-size S, --seconds N,
+    /// --no-download; a value as the next --bench-arg or after `=`
+    /// (`--bench-arg=--burn=10m`). Checked here before any node runs.
+    #[arg(
+        long = "bench-arg",
+        value_name = "ARG",
+        requires = "bench",
+        allow_hyphen_values = true
+    )]
+    bench_arg: Vec<String>,
     /// Seconds the collection may take: srun as a whole (and Slurm's own limit for the
-    /// step, in whole minutes), each ssh host, each kubectl call.
-    #[arg(long, value_name = "SECONDS", default_value_t = 300)]
-    timeout: u64,
+    /// step, in whole minutes), each ssh host, each kubectl call. Default: 300; with
+    /// --bench, the bench's own limits for the flags given added up (its GPU side's
+    /// engines, the burn-in, its host side's engines and downloads: about 35 minutes for
+    /// the quick run of GPUs and host).
+    #[arg(long, value_name = "SECONDS")]
+    timeout: Option<u64>,
     /// The new folder the reports go to (it must not exist, or be empty). Default:
     /// `gpuenv-fleet-<UTC time>`.
     #[arg(long, value_name = "DIR")]
@@ -71,9 +93,10 @@ pub struct CollectArgs {
 /// report with no failing check, 1 when one did not or has one, 2 for bad input, 3 when the
 /// engine could not run at all.
 pub fn collect(args: &CollectArgs, out: &mut dyn Write, styles: report::Styles) -> Result<Exit, CliError> {
-    if args.timeout == 0 {
+    if args.timeout == Some(0) {
         return Err(CliError::Usage("--timeout must be at least 1 second".into()));
     }
+    let bench = if args.bench { Some(bench_plan(args)?) } else { None };
     if args.parallel == 0 {
         return Err(CliError::Usage("--parallel must be at least 1".into()));
     }
@@ -93,12 +116,23 @@ pub fn collect(args: &CollectArgs, out: &mut dyn Write, styles: report::Styles) 
     });
     // Refused before any node is asked, so nothing runs for a folder that cannot be written.
     crate::files::check_new_dir(&dir).map_err(write_error)?;
-    let timeout = Duration::from_secs(args.timeout);
-    let mut doctor: Vec<String> = vec!["doctor".into(), "--json".into()];
-    if let Some(r) = &args.record {
-        doctor.push("--record".into());
-        doctor.push(format!("{}/{}", r.trim_end_matches('/'), HOSTNAME_MARK));
-    }
+    let (reads, node_args, timeout) = match bench {
+        Some((words, limit)) => {
+            let mut a: Vec<String> = vec!["bench".into(), "--json".into()];
+            a.extend(words);
+            let timeout = args.timeout.map(Duration::from_secs).unwrap_or(limit);
+            (Reads::BenchResults, a, timeout)
+        }
+        None => {
+            let mut a: Vec<String> = vec!["doctor".into(), "--json".into()];
+            if let Some(r) = &args.record {
+                a.push("--record".into());
+                a.push(format!("{}/{}", r.trim_end_matches('/'), HOSTNAME_MARK));
+            }
+            let timeout = Duration::from_secs(args.timeout.unwrap_or(DOCTOR_TIMEOUT));
+            (Reads::DoctorReport, a, timeout)
+        }
+    };
     let (engine, gathered) = if args.slurm {
         let gpuenv = match &args.gpuenv {
             Some(g) => g.clone(),
@@ -120,8 +154,9 @@ pub fn collect(args: &CollectArgs, out: &mut dyn Write, styles: report::Styles) 
         };
         let remote = Remote {
             gpuenv,
-            args: doctor,
+            args: node_args,
             timeout,
+            reads,
         };
         ("slurm", collect::slurm(&target, &remote).map_err(engine_error)?)
     } else if let Some(file) = &args.hosts {
@@ -133,8 +168,9 @@ pub fn collect(args: &CollectArgs, out: &mut dyn Write, styles: report::Styles) 
         }
         let remote = Remote {
             gpuenv: args.gpuenv.clone().unwrap_or_else(|| "gpuenv".into()),
-            args: doctor,
+            args: node_args,
             timeout,
+            reads,
         };
         (
             "ssh",
@@ -161,11 +197,136 @@ pub fn collect(args: &CollectArgs, out: &mut dyn Write, styles: report::Styles) 
             .map(|(name, bytes)| (name.as_str(), bytes.as_slice())),
     )
     .map_err(write_error)?;
-    report::fleet::collected(out, engine, &dir, &lines, args.json, styles)?;
+    report::fleet::collected(out, engine, reads, &dir, &lines, args.json, styles)?;
     let bad = lines
         .iter()
         .any(|l| !l.collected || l.worst == Some(crate::judge::Verdict::Fail));
     Ok(if bad { Exit::Findings } else { Exit::Ok })
+}
+
+/// Seconds a doctor collection may take when `--timeout` is not given.
+const DOCTOR_TIMEOUT: u64 = 300;
+
+/// The bench flags `--bench-arg` may pass on: each with whether a value follows. None of
+/// them writes outside the disk test's directory, names a file here, or reaches another
+/// host (`--record`, `--report`, `--host-facts`, `--peer`, `--download-*`, `--image` are
+/// not among them), and `--json` is fleet collect's own.
+pub const BENCH_FLAGS: &[(&str, bool)] = &[
+    ("--quick", false),
+    ("--full", false),
+    ("--gpu-only", false),
+    ("--host-only", false),
+    ("--burn", true),
+    ("--dcgm-level", true),
+    ("--python", true),
+    ("--path", true),
+    ("--allow-system-disk", false),
+    ("--disk-size", true),
+    ("--memory-size", true),
+    ("--seconds", true),
+    ("--no-download", false),
+];
+
+/// `--bench` with its `--bench-arg`s: the words each node's `gpuenv bench --json` gets
+/// (each flag and its value as two words), and how long a node's bench may take. Refused
+/// with the reason: `--kubectl` (its pods run doctor), `--record` (doctor's), a word not
+/// among [`BENCH_FLAGS`], a value that is missing or reads as a flag, and whatever the
+/// node's gpuenv would refuse of the flags together.
+fn bench_plan(args: &CollectArgs) -> Result<(Vec<String>, Duration), CliError> {
+    if args.kubectl.is_some() {
+        return Err(CliError::Usage(
+            "--bench with --kubectl: the pods of `fleet k8s-manifest` run `gpuenv doctor --json`, and their logs are \
+             what --kubectl reads; collect bench results through --slurm or --hosts"
+                .into(),
+        ));
+    }
+    if args.record.is_some() {
+        return Err(CliError::Usage(
+            "--record with --bench: --record keeps `doctor --record`'s answers; a bench's raw outputs are kept by \
+             `gpuenv bench --record DIR` run on the node itself"
+                .into(),
+        ));
+    }
+    let words = bench_words(&args.bench_arg)?;
+    let mut argv: Vec<String> = vec!["gpuenv".into(), "bench".into()];
+    argv.extend(words.iter().cloned());
+    let cli = <super::Cli as clap::Parser>::try_parse_from(&argv).map_err(|e| {
+        let said = e.to_string();
+        let first = said
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .trim_start_matches("error: ");
+        CliError::Usage(format!(
+            "--bench-arg: `gpuenv bench {}` would be refused on the nodes: {}",
+            crate::text::excerpt(&words.join(" ")),
+            crate::text::excerpt(first)
+        ))
+    })?;
+    let super::Command::Bench(bench) = &cli.command else {
+        return Err(CliError::Usage(
+            "--bench-arg: the words do not read as `gpuenv bench` flags".into(),
+        ));
+    };
+    let limit = super::bench::fleet_time_limit(bench)?;
+    Ok((words, limit))
+}
+
+/// The `--bench-arg` words checked against [`BENCH_FLAGS`], each flag followed by its
+/// value where it takes one (`--burn=10m` and `--burn`, `10m` give the same two words).
+fn bench_words(given: &[String]) -> Result<Vec<String>, CliError> {
+    let allowed = || {
+        BENCH_FLAGS
+            .iter()
+            .map(|(f, v)| if *v { format!("{f} VALUE") } else { f.to_string() })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut words = Vec::new();
+    let mut it = given.iter();
+    while let Some(word) = it.next() {
+        let (flag, inline) = match word.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f, Some(v)),
+            _ => (word.as_str(), None),
+        };
+        let Some(&(name, takes)) = BENCH_FLAGS.iter().find(|(f, _)| *f == flag) else {
+            return Err(CliError::Usage(format!(
+                "--bench-arg `{}`: not a bench flag fleet collect passes on; expected one of {}",
+                crate::text::excerpt(word),
+                allowed()
+            )));
+        };
+        words.push(name.to_string());
+        match (takes, inline) {
+            (false, None) => {}
+            (false, Some(_)) => {
+                return Err(CliError::Usage(format!(
+                    "--bench-arg `{}`: {name} takes no value",
+                    crate::text::excerpt(word)
+                )));
+            }
+            (true, _) => {
+                let value = inline.map(str::to_string).or_else(|| it.next().cloned());
+                match value {
+                    Some(v) if !v.is_empty() && !v.starts_with('-') && !v.chars().any(char::is_control) => {
+                        words.push(v);
+                    }
+                    Some(v) => {
+                        return Err(CliError::Usage(format!(
+                            "--bench-arg {name} `{}`: expected its value (not empty, not starting with `-`)",
+                            crate::text::excerpt(&v)
+                        )));
+                    }
+                    None => {
+                        return Err(CliError::Usage(format!(
+                            "--bench-arg {name}: its value is missing; give it as the next --bench-arg or as `{name}=VALUE`"
+                        )));
+                    }
+                }
+            }
+        }
+    }
+    Ok(words)
 }
 
 /// What `doctor --record` replaces with the host's name, so that one path given to every

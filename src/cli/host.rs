@@ -30,6 +30,13 @@ pub struct HostArgs {
 }
 
 impl HostArgs {
+    /// Whether the host is a recorded one replayed (`--host-facts`, or
+    /// `GPUENV_HOST_FACTS` without `--record`), not this machine.
+    pub fn replays(&self) -> bool {
+        self.host_facts.is_some()
+            || (self.record.is_none() && std::env::var_os("GPUENV_HOST_FACTS").is_some_and(|v| !v.is_empty()))
+    }
+
     /// Probes (or replays) the host, with these interpreters besides the ones found, and
     /// applies the overrides.
     pub fn report(&self, pythons: &[String], db: &crate::db::Db) -> Result<HostReport, CliError> {

@@ -9,6 +9,7 @@ use std::path::PathBuf;
 
 use clap::{Args, ColorChoice, CommandFactory, Parser, Subcommand, ValueEnum};
 
+mod bench;
 mod containers;
 mod fleet;
 mod host;
@@ -108,6 +109,9 @@ pub enum CliError {
     /// The Docker daemon or a registry failed.
     #[error(transparent)]
     Docker(#[from] crate::docker::DockerError),
+    /// SIGINT or SIGTERM stopped a bench, after its test files were removed.
+    #[error("stopped by {0}; the test files were removed")]
+    Interrupted(Signal),
 }
 
 impl CliError {
@@ -151,6 +155,8 @@ impl CliError {
                 },
             ) => Exit::Terminated,
             CliError::Docker(_) => Exit::Environment,
+            CliError::Interrupted(Signal::Interrupt) => Exit::Interrupted,
+            CliError::Interrupted(Signal::Terminate) => Exit::Terminated,
         }
     }
 
@@ -304,6 +310,14 @@ enum Command {
         /// The shell.
         shell: clap_complete::Shell,
     },
+    /// Measure the delivered machine, each figure against its datasheet and its peers
+    ///
+    /// The GPUs (DCGM, nccl-tests and nvbandwidth where installed, else gpuenv's torch
+    /// script: matmul, memory, host and peer copies, NCCL all_reduce, ResNet-50; `--burn`
+    /// for a burn-in) and the host (data disk by gpuenv and fio, memory, network,
+    /// downloads). Every figure names its engine; what could not be measured is listed with
+    /// the reason. `bench net` measures between two nodes.
+    Bench(Box<bench::BenchArgs>),
     /// The manual page (roff), generated from these definitions: gpuenv's to stdout
     /// (`gpuenv man | man -l -`), or with --out every page, one per command.
     Man(ManArgs),
@@ -388,6 +402,12 @@ struct CheckArgs {
     python_path: Vec<String>,
     #[command(flatten)]
     order: OrderArgs,
+    /// This machine's `gpuenv bench --json` results: the order's measured items (`bench =
+    /// true`, the `min_*` floors) are judged on them, and every figure is shown beside its
+    /// datasheet (also without such an order, where they decide nothing). Results of
+    /// another machine (another machine ID or host name, other GPUs) are refused.
+    #[arg(long, value_name = "FILE")]
+    bench_results: Option<PathBuf>,
     /// Treat a conditional answer as a failure (exit 1).
     #[arg(long)]
     strict: bool,
@@ -450,7 +470,10 @@ enum FleetCommand {
     Collect(Box<fleet::CollectArgs>),
     /// Merge `gpuenv doctor --json` reports (each FILE, every `*.json` of each DIR): a row
     /// per node, the drift between nodes (NCCL, torch, driver version and branch, CUDA
-    /// toolkit, cuDNN, OS, kernel, GPUs, RDMA, failing checks) with what each breaks, and a line for each file left out. With the order
+    /// toolkit, cuDNN, OS, kernel, GPUs, RDMA, failing checks) with what each breaks, and a line for each file left out.
+    /// `gpuenv bench --json` results among them are matched to their node (machine ID, else
+    /// host name), judged there, and the nodes compared: a node more than 10% below the
+    /// median of the nodes in a figure is named and fails. With the order
     /// (`--order FILE`, `--expect-*`) each node is accepted against it, and with `query`'s
     /// flags the project's stack is judged on each node, as `check` does on one. Exit 1
     /// when a node has a failing check, fails the order or runs no stack, or when drift
@@ -519,7 +542,7 @@ struct K8sManifestArgs {
 
 #[derive(Debug, Args)]
 struct FleetReportArgs {
-    /// `doctor --json` files, or directories of them.
+    /// `doctor --json` reports and `bench --json` results, or directories of them.
     #[arg(required = true, value_name = "DIR|FILE")]
     paths: Vec<PathBuf>,
     // The project's needs, judged on each node's host as `check` judges them, only when
@@ -636,6 +659,7 @@ enum KindArg {
     Package,
     Model,
     Xid,
+    Efficiency,
 }
 
 impl From<KindArg> for Kind {
@@ -651,6 +675,7 @@ impl From<KindArg> for Kind {
             KindArg::Package => Kind::Package,
             KindArg::Model => Kind::Model,
             KindArg::Xid => Kind::Xid,
+            KindArg::Efficiency => Kind::Efficiency,
         }
     }
 }
@@ -802,6 +827,7 @@ fn dispatch(cli: &Cli, out: &mut dyn Write, styles: report::Styles) -> Result<Ex
         }
         Command::Man(args) => man(args, out),
         Command::Show(args) => show(cli, args, out, styles),
+        Command::Bench(args) => bench::bench(&cli.db, args, out, styles),
     }
 }
 
@@ -1036,10 +1062,36 @@ fn check(cli: &Cli, args: &CheckArgs, out: &mut dyn Write, styles: report::Style
         )));
     }
 
+    // Read before the host is probed: a file that is not bench results is bad input, and
+    // nothing is probed or written for it.
+    let bench = args
+        .bench_results
+        .as_deref()
+        .map(read_bench_results)
+        .transpose()?;
+
     let (host, record) = args
         .host
         .report_with_record(&args.python_path, &db, page_format.is_some())?;
-    let acceptance = crate::judge::accept_with_health(&db, &host, &expect).map_err(CliError::Usage)?;
+    if let (Some(doc), Some(path)) = (&bench, &args.bench_results) {
+        crate::judge::bench::same_machine(&db, doc, &host).map_err(|why| {
+            CliError::Usage(format!(
+                "invalid --bench-results `{}`: {why}; results of another machine would accept the wrong one: run \
+                 `gpuenv bench --json` on this machine",
+                crate::files::shown(path)
+            ))
+        })?;
+    }
+    // An order that asks for measured figures, and none given: measured here, now, as
+    // `gpuenv bench` measures them. A recorded host cannot be; its item says to give them.
+    let bench = match bench {
+        None if expect.wants_bench() && !args.host.replays() => Some(bench::measure_for_check(&db)?.0),
+        given => given,
+    };
+    let crate::judge::Accepted {
+        items: acceptance,
+        bench,
+    } = crate::judge::accept_measured(&db, &host, &expect, bench.as_ref()).map_err(CliError::Usage)?;
 
     // The project's needs from the flags and files, on this host.
     let mut q = args.stack.to_query(&db)?;
@@ -1052,7 +1104,17 @@ fn check(cli: &Cli, args: &CheckArgs, out: &mut dyn Write, styles: report::Style
         limit: args.limit,
         styles,
     };
-    report::check(out, &q, &answer, &opts, &acceptance, &host.overrides)?;
+    report::check(
+        out,
+        &q,
+        &answer,
+        &opts,
+        &report::CheckInput {
+            acceptance: &acceptance,
+            bench: bench.as_ref(),
+            overrides: &host.overrides,
+        },
+    )?;
     if let (Some(path), Some(format)) = (&args.report, page_format) {
         let checks = crate::judge::doctor(
             &db,
@@ -1068,6 +1130,7 @@ fn check(cli: &Cli, args: &CheckArgs, out: &mut dyn Write, styles: report::Style
                 host: &host,
                 record: record.as_ref(),
                 acceptance: &acceptance,
+                bench: bench.as_ref(),
                 checks: &checks,
                 query: &q,
                 answer: &answer,
@@ -1086,6 +1149,19 @@ fn check(cli: &Cli, args: &CheckArgs, out: &mut dyn Write, styles: report::Style
         Exit::Ok
     } else {
         Exit::Findings
+    })
+}
+
+/// `--bench-results FILE`: a `gpuenv bench --json` document, within its cap and of this
+/// gpuenv's schema; anything else is bad input naming the file and what was expected.
+fn read_bench_results(path: &std::path::Path) -> Result<crate::bench::BenchDoc, CliError> {
+    let text = crate::files::read_text(path, crate::files::limits::BENCH_RESULTS, "bench results")
+        .map_err(stack::read_error)?;
+    crate::judge::bench::parse_results(&text, report::SCHEMA_VERSION).map_err(|why| {
+        CliError::Usage(format!(
+            "invalid --bench-results `{}`: {why}",
+            crate::files::shown(path)
+        ))
     })
 }
 

@@ -73,11 +73,38 @@ pub struct OrderArgs {
     /// Docker hands the GPUs to containers (the nvidia runtime, or CDI).
     #[arg(long)]
     pub expect_container_runtime: bool,
+    /// Every figure `gpuenv bench` measured within its expected range (read from
+    /// `--bench-results`).
+    #[arg(long)]
+    pub expect_bench: bool,
+    /// Dense matmul TFLOPS every GPU must reach (`700`, `0.7PFLOPS`).
+    #[arg(long, value_name = "TFLOPS", allow_hyphen_values = true)]
+    pub expect_min_matmul_tflops: Option<String>,
+    /// Device memory bandwidth every GPU must reach: GB/s, or with a unit (`2.5TB/s`).
+    #[arg(long, value_name = "GB/S", allow_hyphen_values = true)]
+    pub expect_min_memory_bandwidth: Option<String>,
+    /// NCCL all_reduce bus bandwidth the machine must reach: GB/s, or with a unit.
+    #[arg(long, value_name = "GB/S", allow_hyphen_values = true)]
+    pub expect_min_nccl_busbw: Option<String>,
+    /// Peer-to-peer bandwidth every GPU pair must reach: GB/s, or with a unit.
+    #[arg(long, value_name = "GB/S", allow_hyphen_values = true)]
+    pub expect_min_p2p_bandwidth: Option<String>,
+    /// Sequential read the data disk must reach: GB/s, or with a unit (`800MB/s`).
+    #[arg(long, value_name = "GB/S", allow_hyphen_values = true)]
+    pub expect_min_disk_read: Option<String>,
+    /// Sequential write the data disk must reach: GB/s, or with a unit.
+    #[arg(long, value_name = "GB/S", allow_hyphen_values = true)]
+    pub expect_min_disk_write: Option<String>,
+    /// Network throughput to a peer (`100G`, `25Gb/s`; a number is Gb/s).
+    #[arg(long, value_name = "RATE", allow_hyphen_values = true)]
+    pub expect_min_network: Option<String>,
     /// The order as a TOML file with the same items as the `--expect-*` flags (`gpu`,
     /// `gpus`, `gpu_memory`, `driver`, `cuda`, `pcie_gen`, `nvlink`, `topology`, `cpus`,
     /// `cpu_model`, `sockets`, `memory`, `disk`, `system_disk`, `data_disk`,
-    /// `data_disk_type`, `rdma`, `nic_speed`, `container_runtime`), read with the same
-    /// units; flags given as well take precedence.
+    /// `data_disk_type`, `rdma`, `nic_speed`, `container_runtime`, and the measured
+    /// `bench`, `min_matmul_tflops`, `min_memory_bandwidth`, `min_nccl_busbw`,
+    /// `min_p2p_bandwidth`, `min_disk_read`, `min_disk_write`, `min_network`), read with
+    /// the same units; flags given as well take precedence.
     #[arg(long, value_name = "FILE")]
     pub order: Option<std::path::PathBuf>,
     /// Accept although this health item fails or is unknown (`mig`, `processes`,
@@ -123,6 +150,14 @@ impl OrderArgs {
                 Item::ContainerRuntime,
                 &self.expect_container_runtime.then(|| "true".to_string()),
             ),
+            (Item::Bench, &self.expect_bench.then(|| "true".to_string())),
+            (Item::MinMatmulTflops, &self.expect_min_matmul_tflops),
+            (Item::MinMemoryBandwidth, &self.expect_min_memory_bandwidth),
+            (Item::MinNcclBusbw, &self.expect_min_nccl_busbw),
+            (Item::MinP2pBandwidth, &self.expect_min_p2p_bandwidth),
+            (Item::MinDiskRead, &self.expect_min_disk_read),
+            (Item::MinDiskWrite, &self.expect_min_disk_write),
+            (Item::MinNetwork, &self.expect_min_network),
         ] {
             if let Some(v) = value {
                 expect.set_flag(item, v).map_err(CliError::Usage)?;

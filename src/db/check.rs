@@ -235,7 +235,8 @@ identified!(
     Image,
     Package,
     Model,
-    Xid
+    Xid,
+    Efficiency
 );
 
 /// The records read so far, each with the index of its file.
@@ -251,6 +252,7 @@ struct Records {
     packages: Vec<(usize, Package)>,
     models: Vec<(usize, Model)>,
     xids: Vec<(usize, Xid)>,
+    efficiencies: Vec<(usize, Efficiency)>,
 }
 
 impl Records {
@@ -280,6 +282,7 @@ impl Records {
             Kind::Package => into(ck, idx, id, doc, &mut self.packages),
             Kind::Model => into(ck, idx, id, doc, &mut self.models),
             Kind::Xid => into(ck, idx, id, doc, &mut self.xids),
+            Kind::Efficiency => into(ck, idx, id, doc, &mut self.efficiencies),
         }
     }
 
@@ -296,6 +299,7 @@ impl Records {
         check_packages(ck, &self.packages);
         check_models(ck, &self.models);
         check_xids(ck, &self.xids);
+        check_efficiencies(ck, &self.efficiencies);
     }
 
     fn into_db(self) -> Db {
@@ -313,6 +317,7 @@ impl Records {
             packages: strip(self.packages),
             models: strip(self.models),
             xids: strip(self.xids),
+            efficiencies: strip(self.efficiencies),
         };
         db.sort();
         db
@@ -1396,6 +1401,83 @@ fn check_xids(ck: &mut Checker<'_>, records: &[(usize, Xid)]) {
 
 /// A model record: its shape is whole and consistent, `params` (and `active_params`) equal
 /// the count the shape gives, and every name finds only its own record.
+/// An efficiency record: a metric that has a datasheet fact, a sane range, and one record
+/// per metric and scope (two that both hold for a GPU would make the verdict depend on file
+/// order).
+fn check_efficiencies(ck: &mut Checker<'_>, records: &[(usize, Efficiency)]) {
+    for (idx, r) in records {
+        let idx = *idx;
+        ck.sources(idx, &KeyPath::default(), &r.sources, true);
+        ck.checked(idx, r.checked);
+        if !Efficiency::METRICS.contains(&r.metric.as_str()) {
+            ck.report(
+                idx,
+                KeyPath::key("metric"),
+                ProblemKind::BadValue,
+                format!(
+                    "`{}` is not a bench metric with a datasheet fact; expected one of {}",
+                    crate::text::excerpt(&r.metric),
+                    Efficiency::METRICS.join(", ")
+                ),
+            );
+        }
+        // A share above 2 of a datasheet figure is a unit mistake, not a measurement
+        // (NCCL's NVLink SHARP busbw, the highest published, is about 1.07 of a direction).
+        let share = |v: f64| v.is_finite() && v > 0.0 && v <= 2.0;
+        if !share(r.pass_min) {
+            ck.report(
+                idx,
+                KeyPath::key("pass_min"),
+                ProblemKind::BadValue,
+                "a share of the datasheet figure above 0 and at most 2 (`0.7`)",
+            );
+        }
+        if !share(r.warn_min) {
+            ck.report(
+                idx,
+                KeyPath::key("warn_min"),
+                ProblemKind::BadValue,
+                "a share of the datasheet figure above 0 and at most 2 (`0.55`)",
+            );
+        } else if share(r.pass_min) && r.warn_min >= r.pass_min {
+            ck.report(
+                idx,
+                KeyPath::key("warn_min"),
+                ProblemKind::Inconsistent,
+                format!("warn_min {} must be below pass_min {}", r.warn_min, r.pass_min),
+            );
+        }
+        if let Some(f) = r.basis_factor {
+            if !(f.is_finite() && f > 0.0 && f <= 4.0) {
+                ck.report(
+                    idx,
+                    KeyPath::key("basis_factor"),
+                    ProblemKind::BadValue,
+                    "a factor above 0 and at most 4 (`0.5`)",
+                );
+            }
+        }
+        if r.measured.trim().is_empty() {
+            ck.report(
+                idx,
+                KeyPath::key("measured"),
+                ProblemKind::BadValue,
+                "name the published measurement the range rests on",
+            );
+        }
+    }
+    duplicates(
+        ck,
+        records,
+        |r| {
+            let mut arch: Vec<String> = r.architectures.iter().map(|a| format!("{a:?}")).collect();
+            arch.sort();
+            format!("{} for [{}] nvlink {:?}", r.metric, arch.join(", "), r.nvlink)
+        },
+        "metric",
+    );
+}
+
 fn check_models(ck: &mut Checker<'_>, records: &[(usize, Model)]) {
     let mut names: HashMap<String, (usize, String)> = HashMap::new();
     for (idx, m) in records {

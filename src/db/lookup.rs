@@ -388,6 +388,8 @@ pub enum Found<'a> {
     Model(&'a Model),
     /// An XID of the NVIDIA driver.
     Xid(&'a Xid),
+    /// An expected efficiency of a measured figure.
+    Efficiency(&'a Efficiency),
 }
 
 impl Found<'_> {
@@ -404,6 +406,7 @@ impl Found<'_> {
             Found::Package(_) => Kind::Package,
             Found::Model(_) => Kind::Model,
             Found::Xid(_) => Kind::Xid,
+            Found::Efficiency(_) => Kind::Efficiency,
         }
     }
 }
@@ -594,6 +597,23 @@ impl Db {
                         false,
                     )
                 })
+            }
+            Kind::Efficiency => {
+                // By id (`matmul-bf16-hopper`), in any case.
+                let want = name.trim().to_ascii_lowercase();
+                self.efficiencies
+                    .iter()
+                    .find(|r| r.id == want)
+                    .map(Found::Efficiency)
+                    .ok_or_else(|| {
+                        err(
+                            closest(
+                                name,
+                                self.efficiencies.iter().map(|r| (r.id.clone(), r.id.as_str())),
+                            ),
+                            false,
+                        )
+                    })
             }
             Kind::Package => self.package(name).map(Found::Package).ok_or_else(|| {
                 err(
@@ -813,6 +833,16 @@ impl Db {
                     (
                         x.id.clone(),
                         format!("Xid {}: {} ({})", x.code, x.description, x.fault.as_str()),
+                    )
+                })
+                .collect(),
+            Kind::Efficiency => db
+                .efficiencies
+                .iter()
+                .map(|e| {
+                    (
+                        e.id.clone(),
+                        format!("{} against {} ({})", e.metric, e.basis.key(), e.measured),
                     )
                 })
                 .collect(),

@@ -57,11 +57,13 @@ pub enum Kind {
     Model,
     /// `xid/79.toml`
     Xid,
+    /// `efficiency/matmul-bf16.toml`: how much of a datasheet figure a measurement reaches.
+    Efficiency,
 }
 
 impl Kind {
     /// Every kind, in the order reports list them.
-    pub const ALL: [Kind; 10] = [
+    pub const ALL: [Kind; 11] = [
         Kind::Gpu,
         Kind::Driver,
         Kind::Cuda,
@@ -72,6 +74,7 @@ impl Kind {
         Kind::Package,
         Kind::Model,
         Kind::Xid,
+        Kind::Efficiency,
     ];
 
     /// The directory name, which is also the name on the command line.
@@ -87,6 +90,7 @@ impl Kind {
             Kind::Package => "package",
             Kind::Model => "model",
             Kind::Xid => "xid",
+            Kind::Efficiency => "efficiency",
         }
     }
 }
@@ -322,6 +326,8 @@ pub struct Db {
     pub models: Vec<Model>,
     /// XIDs, by code.
     pub xids: Vec<Xid>,
+    /// Expected efficiencies of measured figures (`gpuenv bench`), by id.
+    pub efficiencies: Vec<Efficiency>,
 }
 
 static EMBEDDED: OnceLock<Result<Db, Vec<Problem>>> = OnceLock::new();
@@ -387,6 +393,7 @@ impl Db {
             model: BTreeMap<String, Model>,
             #[serde(default)]
             xid: BTreeMap<String, Xid>,
+            efficiency: BTreeMap<String, Efficiency>,
         }
         fn ids<T>(map: BTreeMap<String, T>, set: impl Fn(&mut T, String)) -> Vec<T> {
             map.into_iter()
@@ -408,6 +415,7 @@ impl Db {
             packages: ids(blob.package, |r, id| r.id = id),
             models: ids(blob.model, |r, id| r.id = id),
             xids: ids(blob.xid, |r, id| r.id = id),
+            efficiencies: ids(blob.efficiency, |r, id| r.id = id),
         };
         db.sort();
         Some(db)
@@ -425,6 +433,7 @@ impl Db {
         self.packages.sort_by(|a, b| a.name.cmp(&b.name));
         self.models.sort_by(|a, b| a.id.cmp(&b.id));
         self.xids.sort_by_key(|x| x.code);
+        self.efficiencies.sort_by(|a, b| a.id.cmp(&b.id));
     }
 
     /// The database in `dir`.
@@ -445,6 +454,7 @@ impl Db {
         let packages = self.packages.iter().map(|r| r.checked);
         let models = self.models.iter().map(|r| r.checked);
         let xids = self.xids.iter().map(|r| r.checked);
+        let efficiencies = self.efficiencies.iter().map(|r| r.checked);
         python
             .chain(torch)
             .chain(cuda)
@@ -455,6 +465,7 @@ impl Db {
             .chain(packages)
             .chain(models)
             .chain(xids)
+            .chain(efficiencies)
             .flatten()
             .max()
     }
@@ -478,6 +489,7 @@ impl Db {
             Kind::Package => self.packages.len(),
             Kind::Model => self.models.len(),
             Kind::Xid => self.xids.len(),
+            Kind::Efficiency => self.efficiencies.len(),
         }
     }
 }
@@ -550,6 +562,7 @@ mod tests {
         same(&fast.packages, &checked.packages);
         same(&fast.models, &checked.models);
         same(&fast.xids, &checked.xids);
+        same(&fast.efficiencies, &checked.efficiencies);
     }
 
     /// `checked` is the day a record was last checked: a date, read into the record.
@@ -661,6 +674,54 @@ mod tests {
                  vocab_size = 32000\ntie_word_embeddings = false\n[[sources]]\nurl = \"https://huggingface.co/meta-llama/Llama-2-70b-hf\"\n"
             ))),
         }
+    }
+
+    /// The shipped `efficiency/matmul-bf16.toml` with one piece of its text replaced.
+    fn efficiency_edited(from: &str, to: &str) -> SourceFile {
+        let text = embedded_files()
+            .into_iter()
+            .find(|f| f.path == "efficiency/matmul-bf16.toml")
+            .and_then(|f| f.text)
+            .expect("efficiency/matmul-bf16.toml ships");
+        assert!(text.contains(from), "{from}");
+        SourceFile {
+            path: "efficiency/matmul-bf16.toml".into(),
+            text: Some(Cow::Owned(text.replace(from, to))),
+        }
+    }
+
+    /// An efficiency record lints clean as shipped, and each bad value is refused by key.
+    #[test]
+    fn efficiency_records_are_checked() {
+        let db = Db::load(&[efficiency_edited("pass_min", "pass_min")]).expect("the shipped record loads");
+        assert_eq!(db.efficiencies[0].metric, "matmul-bf16");
+        let refused = |from: &str, to: &str, key: &str| {
+            let problems = lint(&[efficiency_edited(from, to)]);
+            assert!(
+                problems.iter().any(|p| p.key.to_string() == key),
+                "{to}: expected a problem at `{key}`, got {problems:?}"
+            );
+        };
+        refused("metric = \"matmul-bf16\"", "metric = \"disk-seq-read\"", "metric");
+        refused("pass_min = 0.70", "pass_min = 0.50", "warn_min");
+        refused("pass_min = 0.70", "pass_min = 7.0", "pass_min");
+        refused("warn_min = 0.55", "warn_min = -0.1", "warn_min");
+        refused("basis = \"bf16_tflops\"", "basis = \"tflops\"", "basis");
+        refused(
+            "pass_min = 0.70",
+            "pass_min = 0.70\nbasis_factor = 0.0",
+            "basis_factor",
+        );
+        refused("pass_min = 0.70", "pass_min = 0.70\nwhatever = 1", "whatever");
+        refused("[[sources]]", "[[nope]]", "sources");
+        // Two records for the same metric and scope.
+        let mut twin = efficiency_edited("pass_min", "pass_min");
+        twin.path = "efficiency/matmul-bf16-twin.toml".into();
+        let problems = lint(&[efficiency_edited("pass_min", "pass_min"), twin]);
+        assert!(
+            problems.iter().any(|p| p.kind == ProblemKind::DuplicateId),
+            "{problems:?}"
+        );
     }
 
     /// [`model_record`] with one piece of its text replaced.

@@ -880,3 +880,103 @@ pub struct Xid {
     #[serde(default)]
     pub sources: Vec<Source>,
 }
+
+/// The datasheet fact an [`Efficiency`] measures a figure against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EfficiencyBasis {
+    /// The GPU record's dense BF16 Tensor Core TFLOPS.
+    Bf16Tflops,
+    /// The GPU record's dense FP8 Tensor Core TFLOPS.
+    Fp8Tflops,
+    /// The GPU record's memory bandwidth, GB/s.
+    BandwidthGbs,
+    /// The GPU record's NVLink bandwidth, GB/s, both directions added (as NVIDIA sells it).
+    NvlinkGbs,
+    /// The theoretical rate of the GPU's PCIe link, one direction, from the generation and
+    /// width the machine reports (PCI-SIG's per-lane rates and encodings).
+    PcieLink,
+}
+
+impl EfficiencyBasis {
+    /// The key of the fact, as records and messages name it.
+    pub fn key(self) -> &'static str {
+        match self {
+            EfficiencyBasis::Bf16Tflops => "bf16_tflops",
+            EfficiencyBasis::Fp8Tflops => "fp8_tflops",
+            EfficiencyBasis::BandwidthGbs => "bandwidth_gbs",
+            EfficiencyBasis::NvlinkGbs => "nvlink_gbs",
+            EfficiencyBasis::PcieLink => "pcie_link",
+        }
+    }
+}
+
+/// How much of a datasheet figure a measurement should reach, from published measurements:
+/// what `gpuenv bench` judges a figure by (`compat-db/efficiency/<id>.toml`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Efficiency {
+    /// Set by the loader: the file stem.
+    #[serde(skip_deserializing)]
+    pub id: String,
+    /// The bench metric judged (`matmul-bf16`, `memory-bandwidth`, one of
+    /// [`Efficiency::METRICS`]).
+    pub metric: String,
+    /// The datasheet fact the figure is divided by.
+    pub basis: EfficiencyBasis,
+    /// What the fact is multiplied by before dividing (`0.5` for one direction of NVLink's
+    /// both-directions figure, or TF32's half of the BF16 rate); 1 when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub basis_factor: Option<f64>,
+    /// The architectures it holds for; empty: every GPU.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub architectures: Vec<Architecture>,
+    /// Only GPUs with this NVLink (`board`: every GPU of the node joined, so peer copies go
+    /// over NVLink; `none`: they cross PCIe); absent: any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nvlink: Option<Nvlink>,
+    /// At or above this share of the (factored) datasheet figure: pass.
+    pub pass_min: f64,
+    /// At or above this share, below `pass_min`: warn; below it: fail.
+    pub warn_min: f64,
+    /// The published measurement the range rests on, in words (machine, figure, share).
+    pub measured: String,
+    /// The date this record's facts were last checked against their sources.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checked: Option<PartialDate>,
+    /// Facts not checked against a primary source, by key.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unverified: Vec<String>,
+    /// Anything a curator should know.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notes: Option<String>,
+    /// Where the facts come from (required; the checker reports an empty list).
+    #[serde(default)]
+    pub sources: Vec<Source>,
+}
+
+impl Efficiency {
+    /// The bench metrics a record may judge: those with a datasheet fact to compare with
+    /// (the names of `bench::Metric` in `bench --json`; a test keeps the two in step).
+    pub const METRICS: &'static [&'static str] = &[
+        "matmul-bf16",
+        "matmul-fp16",
+        "matmul-tf32",
+        "matmul-fp8",
+        "memory-bandwidth",
+        "host-to-device",
+        "device-to-host",
+        "peer-to-peer",
+        "nccl-busbw",
+    ];
+
+    /// The factor applied to the basis (1 when the record gives none).
+    pub fn factor(&self) -> f64 {
+        self.basis_factor.unwrap_or(1.0)
+    }
+
+    /// Whether the record holds for a GPU of `arch` with `nvlink`.
+    pub fn applies(&self, arch: Architecture, nvlink: Nvlink) -> bool {
+        (self.architectures.is_empty() || self.architectures.contains(&arch))
+            && self.nvlink.is_none_or(|n| n == nvlink)
+    }
+}

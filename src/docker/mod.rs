@@ -6,7 +6,8 @@
 //! [`crate::credentials`]), build contexts ([`context`]), and the two operations the
 //! commands run on an Engine: [`build`] (nothing tagged unless the build succeeded) and
 //! [`pull`] (watched against a deadline and the sizes the manifest declares, the digest
-//! checked against what the registry announced). Engine answers become plain data and
+//! checked against what the registry announced), and [`run_container`] (a command run to
+//! its end in a container that is always removed: the GPU bench inside an image). Engine answers become plain data and
 //! [`DockerError`]s with messages a user can act on: an image whose content makes the
 //! daemon fail is told from the daemon failing ([`DockerError::ImageContent`], without the
 //! daemon's storage paths), and an empty reason says the daemon gave none. Every container
@@ -22,6 +23,7 @@
 
 pub mod context;
 mod engine;
+mod run;
 
 #[cfg(test)]
 pub(crate) mod fake;
@@ -39,6 +41,7 @@ use crate::deadline::{Deadline, Expiry};
 pub use crate::credentials::Credentials;
 pub use crate::image::reference::{Reference, ReferenceError};
 pub use engine::{Bollard, CREATED_BY, DaemonRegistry, Fetched, PathStat, Paths, container_labels};
+pub use run::{ContainerRun, ContainerSpec, all_gpus, run_container};
 
 pub use crate::model::EngineInfo;
 

@@ -1,12 +1,15 @@
-//! `gpuenv fleet collect`: one `gpuenv doctor --json` report from every node, through the
-//! engine the cluster already runs (Slurm's `srun`, `ssh`, `kubectl`), into one new folder.
+//! `gpuenv fleet collect`: one `gpuenv doctor --json` report (or, with `--bench`, one
+//! `gpuenv bench --json` document) from every node, through the engine the cluster already
+//! runs (Slurm's `srun`, `ssh`, `kubectl`), into one new folder.
 //!
 //! Owns: the command lines given to those engines, reading their answers back into one
-//! report or one failure per node ([`Gathered`]), telling a node's report from its engine's
-//! noise (srun's task labels and its `srun: error:` lines), the failure document a node that
-//! gave no report leaves in the folder ([`FailureDoc`]), and the names of the files written.
-//! Must not: run anything on a node but `gpuenv doctor`, keep an agent or a daemon of its
-//! own, judge the reports (that is `fleet::merge`), or print.
+//! document or one failure per node ([`Gathered`], read as [`Reads`] says), telling a
+//! node's document from its engine's noise (srun's task labels and its `srun: error:`
+//! lines), the failure document a node that gave none leaves in the folder
+//! ([`FailureDoc`]), and the names of the files written. Must not: run anything on a node
+//! but `gpuenv doctor` or `gpuenv bench` (whose flags `cli` checks against its allow-list),
+//! keep an agent or a daemon of its own, judge the documents (that is `fleet::merge`; a
+//! bench's worst verdict is read from the judgement the node printed), or print.
 //!
 //! A node that fails, or does not answer in time, is never dropped: it gets a file of its
 //! own that says why, so `fleet report` lists it as a node without a report.
@@ -102,10 +105,39 @@ pub struct CollectedNode {
     pub reason: Option<String>,
 }
 
-/// `node`'s output read as a report, or the failure it is. `status` is how gpuenv (or the
-/// engine's command for it) exited: doctor exits 1 when a check fails, and that is still a
-/// report.
+/// What each node runs, and so what its output is read as.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Reads {
+    /// `gpuenv doctor --json`: a [`DoctorDoc`].
+    #[default]
+    DoctorReport,
+    /// `gpuenv bench --json`: a [`BenchDoc`](crate::bench::BenchDoc) and the node's judgement of it.
+    BenchResults,
+}
+
+impl Reads {
+    /// The gpuenv command each node runs (`doctor`, `bench`), as `collect --json` names it.
+    pub fn command(self) -> &'static str {
+        match self {
+            Reads::DoctorReport => "doctor",
+            Reads::BenchResults => "bench",
+        }
+    }
+
+    /// What one node's document is called, in a sentence.
+    pub fn noun(self) -> &'static str {
+        match self {
+            Reads::DoctorReport => "report",
+            Reads::BenchResults => "bench results",
+        }
+    }
+}
+
+/// `node`'s output read as `reads` says, or the failure it is. `status` is how gpuenv (or
+/// the engine's command for it) exited: doctor and bench exit 1 when they find something
+/// wrong, and that is still a document.
 pub fn gathered(
+    reads: Reads,
     engine: &str,
     node: &str,
     stdout: &[u8],
@@ -113,15 +145,159 @@ pub fn gathered(
     status: Option<i32>,
     no_status: &str,
 ) -> Gathered {
-    let fail = |reason: String| {
-        Gathered::Failed(Failure {
-            node: node.to_string(),
-            engine: engine.to_string(),
-            reason,
-            exit_code: status,
-            stderr: tail(stderr),
-        })
+    match reads {
+        Reads::DoctorReport => doctor_report(engine, node, stdout, stderr, status, no_status),
+        Reads::BenchResults => bench_results(engine, node, stdout, stderr, status, no_status),
+    }
+}
+
+fn failed(engine: &str, node: &str, stderr: &str, status: Option<i32>, reason: String) -> Gathered {
+    Gathered::Failed(Failure {
+        node: node.to_string(),
+        engine: engine.to_string(),
+        reason,
+        exit_code: status,
+        stderr: tail(stderr),
+    })
+}
+
+/// Why a node's output is no document of the kind wanted: `parse_error` is what reading it
+/// said. The node's last error line follows, where it printed one.
+fn unreadable(
+    reads: Reads,
+    stdout: &[u8],
+    stderr: &str,
+    status: Option<i32>,
+    no_status: &str,
+    parse_error: &str,
+) -> String {
+    let why = match status {
+        Some(0 | 1) if stdout.trim_ascii().is_empty() => format!("printed no {}", reads.noun()),
+        Some(0 | 1) => format!(
+            "printed something that is not {} ({parse_error})",
+            match reads {
+                Reads::DoctorReport => "a doctor report",
+                Reads::BenchResults => "bench results",
+            }
+        ),
+        Some(code) => format!("exited with status {code}"),
+        None => no_status.to_string(),
     };
+    match tail(stderr).pop() {
+        Some(line) => format!("{why}: {line}"),
+        None => why,
+    }
+}
+
+fn other_version(v: u64) -> String {
+    format!(
+        "its gpuenv writes schema_version {v} (this one reads {SCHEMA_VERSION}): install the same gpuenv on every node"
+    )
+}
+
+/// A `bench --json` document: read as `check --bench-results` and `fleet report` read it
+/// (`judge::bench::parse_results`), kept byte for byte. Bench exits 1 when it found
+/// something wrong, and those are results; a node that exited otherwise gave results only
+/// where it printed figures (exit 3 with none is a failure: nothing was measured).
+fn bench_results(
+    engine: &str,
+    node: &str,
+    stdout: &[u8],
+    stderr: &str,
+    status: Option<i32>,
+    no_status: &str,
+) -> Gathered {
+    let fail = |reason: String| failed(engine, node, stderr, status, reason);
+    let trimmed = stdout.trim_ascii();
+    let Ok(text) = std::str::from_utf8(trimmed) else {
+        return fail(unreadable(
+            Reads::BenchResults,
+            stdout,
+            stderr,
+            status,
+            no_status,
+            "not UTF-8",
+        ));
+    };
+    #[derive(Deserialize)]
+    struct Version {
+        schema_version: Option<u64>,
+    }
+    let doc = match crate::judge::bench::parse_results(text, SCHEMA_VERSION) {
+        Ok(doc) => doc,
+        Err(why) => {
+            return fail(match serde_json::from_str::<Version>(text) {
+                Ok(Version {
+                    schema_version: Some(v),
+                }) if v != u64::from(SCHEMA_VERSION) => other_version(v),
+                _ => unreadable(Reads::BenchResults, stdout, stderr, status, no_status, &why),
+            });
+        }
+    };
+    if !matches!(status, Some(0 | 1)) && doc.figures.is_empty() {
+        let how = match status {
+            Some(code) => format!("exited with status {code}"),
+            None => no_status.to_string(),
+        };
+        let said = tail(stderr).pop().or_else(|| doc.skipped.last().cloned());
+        return fail(match said {
+            Some(line) => format!("{how} and measured nothing: {}", crate::text::excerpt(&line)),
+            None => format!("{how} and measured nothing"),
+        });
+    }
+    Gathered::Report {
+        node: node.to_string(),
+        hostname: Some(doc.hostname.clone()).filter(|h| !h.trim().is_empty()),
+        worst: Some(bench_worst(&doc, text, status)),
+        text: stdout.to_vec(),
+    }
+}
+
+/// A bench's worst, from the judgement the node printed beside its figures: `fail` where
+/// it found something wrong (as its exit status 1 says too), `warn` where a figure or the
+/// burn-in was only a warning, else `pass`. A figure no datasheet judges is neither.
+fn bench_worst(doc: &crate::bench::BenchDoc, text: &str, status: Option<i32>) -> Verdict {
+    #[derive(Deserialize)]
+    struct Printed {
+        #[serde(default)]
+        judgement: Option<crate::bench::Judgement>,
+    }
+    let judgement = serde_json::from_str::<Printed>(text)
+        .ok()
+        .and_then(|p| p.judgement)
+        .unwrap_or_default();
+    let warned = judgement
+        .figures
+        .iter()
+        .any(|j| j.verdict == crate::bench::Verdict::Warn)
+        || doc
+            .burn
+            .as_ref()
+            .is_some_and(|b| b.verdict == crate::bench::burn::Verdict::Warn);
+    let failed = crate::bench::findings_in(
+        &judgement.figures,
+        &judgement.outliers,
+        &doc.failures,
+        doc.burn.as_ref(),
+    );
+    if status == Some(1) || failed {
+        Verdict::Fail
+    } else if warned {
+        Verdict::Warn
+    } else {
+        Verdict::Pass
+    }
+}
+
+fn doctor_report(
+    engine: &str,
+    node: &str,
+    stdout: &[u8],
+    stderr: &str,
+    status: Option<i32>,
+    no_status: &str,
+) -> Gathered {
+    let fail = |reason: String| failed(engine, node, stderr, status, reason);
     let trimmed = stdout.trim_ascii();
     match serde_json::from_slice::<DoctorDoc>(trimmed) {
         Ok(doc) if doc.schema_version == SCHEMA_VERSION => Gathered::Report {
@@ -130,23 +306,15 @@ pub fn gathered(
             worst: doc.checks.iter().map(|c| c.verdict).max(),
             text: stdout.to_vec(),
         },
-        Ok(doc) => fail(format!(
-            "its gpuenv writes schema_version {} (this one reads {SCHEMA_VERSION}): install the same gpuenv on every node",
-            doc.schema_version
+        Ok(doc) => fail(other_version(u64::from(doc.schema_version))),
+        Err(e) => fail(unreadable(
+            Reads::DoctorReport,
+            stdout,
+            stderr,
+            status,
+            no_status,
+            &e.to_string(),
         )),
-        Err(e) => {
-            let why = match status {
-                Some(0 | 1) if trimmed.is_empty() => "printed no report".to_string(),
-                Some(0 | 1) => format!("printed something that is not a doctor report ({e})"),
-                Some(code) => format!("exited with status {code}"),
-                None => no_status.to_string(),
-            };
-            let last = tail(stderr).pop();
-            fail(match last {
-                Some(line) => format!("{why}: {line}"),
-                None => why,
-            })
-        }
     }
 }
 
@@ -453,6 +621,7 @@ pub fn split_srun(stdout: &[u8], stderr: &str) -> SrunOutput {
 /// it is known (task `i` runs on its `i`-th node: one task per node, block distribution),
 /// `tasks` how many tasks there were, `timed_out` whether srun was cut off.
 pub fn from_srun(
+    reads: Reads,
     out: &SrunOutput,
     expected: &[String],
     tasks: usize,
@@ -485,11 +654,12 @@ pub fn from_srun(
             let no_status = match reason {
                 Some(r) => r.clone(),
                 None => format!(
-                    "no complete report within {}s (srun was stopped)",
+                    "no complete {} within {}s (srun was stopped)",
+                    reads.noun(),
                     timeout.as_secs()
                 ),
             };
-            let g = gathered("slurm", &node, stdout, stderr, status, &no_status);
+            let g = gathered(reads, "slurm", &node, stdout, stderr, status, &no_status);
             match (g, reason) {
                 // srun's own words say more than "exited with status N".
                 (Gathered::Failed(mut f), Some(r)) if status.is_some_and(|s| s > 1) => {
@@ -518,6 +688,8 @@ pub struct Remote {
     pub args: Vec<String>,
     /// How long the whole collection may take (each ssh host gets this much too).
     pub timeout: Duration,
+    /// What `args` runs, and so what each node's output is read as.
+    pub reads: Reads,
 }
 
 impl Remote {
@@ -650,7 +822,14 @@ pub fn slurm(target: &SlurmTarget, remote: &Remote) -> Result<Vec<Gathered>, Eng
         return Err(EngineError(format!("srun ran no task: {said}")));
     }
     let tasks = target.nodes.map(|n| n as usize).unwrap_or(expected.len());
-    Ok(from_srun(&out, &expected, tasks, ran.timed_out, remote.timeout))
+    Ok(from_srun(
+        remote.reads,
+        &out,
+        &expected,
+        tasks,
+        ran.timed_out,
+        remote.timeout,
+    ))
 }
 
 /// The hosts of a `--hosts` file: one a line, as ssh takes it (`name`, `user@name`,
@@ -769,13 +948,22 @@ fn ssh_one(host: &str, remote: &Remote, config: Option<&Path>) -> Gathered {
     let stderr = String::from_utf8_lossy(&ran.stderr);
     let no_status = if ran.overflowed {
         format!(
-            "printed more than {} (no report is that big)",
-            crate::files::bytes(crate::fleet::REPORT_CAP)
+            "printed more than {} (no {} is that big)",
+            crate::files::bytes(crate::fleet::REPORT_CAP),
+            remote.reads.noun()
         )
     } else {
-        format!("no report within {}s", remote.timeout.as_secs())
+        format!("no {} within {}s", remote.reads.noun(), remote.timeout.as_secs())
     };
-    match gathered("ssh", host, &ran.stdout, &stderr, ran.status, &no_status) {
+    match gathered(
+        remote.reads,
+        "ssh",
+        host,
+        &ran.stdout,
+        &stderr,
+        ran.status,
+        &no_status,
+    ) {
         // 255 is ssh's own failure (it never reached gpuenv): its words are the reason.
         Gathered::Failed(mut f) if ran.status == Some(255) => {
             f.reason = format!("ssh failed: {}", engine_said(&ran));
@@ -951,7 +1139,15 @@ pub fn kubectl(name: &str, namespace: Option<&str>, timeout: Duration) -> Result
         // A finished container's exit code; a running one (a DaemonSet's, asleep after its
         // report) has none, and its log alone tells.
         let status = exit_code.or(Some(0));
-        out.push(gathered("kubectl", &node, text, "", status, &no_status));
+        out.push(gathered(
+            Reads::DoctorReport,
+            "kubectl",
+            &node,
+            text,
+            "",
+            status,
+            &no_status,
+        ));
     }
     Ok(out)
 }
@@ -966,6 +1162,106 @@ mod tests {
         assert_eq!(log_document(log), b"{\n  \"a\": {\n    \"b\": 1\n  }\n}");
         assert_eq!(log_document(b"{}"), b"{}");
         assert_eq!(log_document(b"nothing"), b"nothing");
+    }
+
+    /// Bench results as `bench --json` prints them: the document and, beside it, the
+    /// node's judgement.
+    fn bench_text(figures: &str, verdict: &str, hostname: &str) -> Vec<u8> {
+        format!(
+            r#"{{"schema_version": {SCHEMA_VERSION}, "hostname": "{hostname}", "gpus": [], "figures": [{figures}], "skipped": ["network (RDMA): not here"],
+              "judgement": {{"figures": [{{"figure": {figures}, "verdict": "{verdict}", "rule": "r", "unverified": false}}], "outliers": []}}}}"#
+        )
+        .into_bytes()
+    }
+
+    const DISK: &str =
+        r#"{"metric": "disk-seq-read", "value": 1.5, "unit": "GB/s", "engine": "gpuenv", "detail": "d"}"#;
+
+    #[test]
+    fn bench_results_are_read_with_the_worst_the_node_judged() {
+        let read = |text: &[u8], status| gathered(Reads::BenchResults, "ssh", "n1", text, "", status, "none");
+        let Gathered::Report {
+            hostname,
+            worst,
+            text,
+            ..
+        } = read(&bench_text(DISK, "warn", "gpu-1"), Some(0))
+        else {
+            panic!()
+        };
+        assert_eq!(hostname.as_deref(), Some("gpu-1"));
+        assert_eq!(worst, Some(Verdict::Warn));
+        assert_eq!(text, bench_text(DISK, "warn", "gpu-1"), "kept byte for byte");
+        // Exit 1: the bench found something, and those are still results.
+        let g = read(&bench_text(DISK, "fail", "gpu-1"), Some(1));
+        assert!(
+            matches!(
+                g,
+                Gathered::Report {
+                    worst: Some(Verdict::Fail),
+                    ..
+                }
+            ),
+            "{g:?}"
+        );
+        let g = read(&bench_text(DISK, "unknown", ""), Some(0));
+        assert!(
+            matches!(
+                g,
+                Gathered::Report {
+                    worst: Some(Verdict::Pass),
+                    hostname: None,
+                    ..
+                }
+            ),
+            "{g:?}"
+        );
+    }
+
+    #[test]
+    fn bench_output_that_is_no_results_is_a_failure_that_says_why() {
+        let read = |text: &[u8], stderr: &str, status| match gathered(
+            Reads::BenchResults,
+            "slurm",
+            "n1",
+            text,
+            stderr,
+            status,
+            "no results within 9s",
+        ) {
+            Gathered::Failed(f) => f.reason,
+            g => panic!("{g:?}"),
+        };
+        // Exit 3 with no figure: nothing was measured.
+        let none = format!(
+            r#"{{"schema_version": {SCHEMA_VERSION}, "hostname": "h", "figures": [], "judgement": {{"figures": [], "outliers": []}}}}"#
+        );
+        let why = read(
+            none.as_bytes(),
+            "error: --gpu-only: no GPU figure could be measured\n",
+            Some(3),
+        );
+        assert!(
+            why.contains("status 3 and measured nothing") && why.contains("--gpu-only"),
+            "{why}"
+        );
+        // A doctor report where bench results were asked for.
+        let why = read(br#"{"schema_version": 1, "host": {}, "checks": []}"#, "", Some(0));
+        assert!(
+            why.contains("not bench results") && why.contains("doctor"),
+            "{why}"
+        );
+        let why = read(b"", "", Some(0));
+        assert_eq!(why, "printed no bench results");
+        let why = read(br#"{"schema_version": 99, "figures": []}"#, "", Some(0));
+        assert!(
+            why.contains("schema_version 99") && why.contains("same gpuenv"),
+            "{why}"
+        );
+        let why = read(b"\xff\xfe", "", Some(0));
+        assert!(why.contains("not UTF-8"), "{why}");
+        let why = read(b"", "", None);
+        assert_eq!(why, "no results within 9s");
     }
 
     #[test]
@@ -1002,6 +1298,7 @@ mod tests {
             "1: slurmstepd: error: execve(): gpuenv: No such file or directory\nsrun: error: node2: task 1: Exited with exit code 2\n",
         );
         let g = from_srun(
+            Reads::DoctorReport,
             &o,
             &["node1".into(), "node2".into()],
             2,
@@ -1026,6 +1323,7 @@ mod tests {
     #[test]
     fn a_timed_out_task_says_so() {
         let g = from_srun(
+            Reads::DoctorReport,
             &SrunOutput::default(),
             &["n1".into()],
             1,

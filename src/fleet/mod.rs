@@ -12,9 +12,18 @@
 //!
 //! [`k8s`] owns the Kubernetes manifest that runs `doctor --json` on a cluster's nodes.
 //!
+//! `gpuenv bench --json` results travel with the reports: told apart by their fields
+//! (`figures`, no `host` and `checks`), each is matched to its node by the rule `check
+//! --bench-results` holds one machine to (`judge::bench::identity`: the machine ID, else
+//! the host name), judged on it as `check` judges it, and the nodes are compared with each
+//! other by the peer rule GPUs of one machine are held to (`bench::outliers_across`). A
+//! slow node fails; results of no node read are a problem, never dropped unsaid.
+//!
 //! Memory: a report is read, summarized, judged and dropped before the next is read, so
 //! what is held grows with the summaries (a few hundred bytes a node, more only for the
-//! order items a node fails), not with the reports.
+//! order items a node fails), not with the reports. Bench results are kept whole until
+//! every file is read (a node's report may come after its results, and the nodes are
+//! compared with each other): they are small (figures, tens of KiB a node).
 
 pub mod collect;
 pub mod k8s;
@@ -24,8 +33,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::bench::{BenchDoc, Outlier, PcieLink};
 use crate::db::Db;
-use crate::judge::{AcceptVerdict, Expect, Verdict};
+use crate::judge::{AcceptVerdict, Expect, Item, Measured, Verdict};
 use crate::report::SCHEMA_VERSION;
 use crate::report::doc::DoctorDoc;
 use crate::resolve::{Answer, Query, Severity, Status};
@@ -117,7 +127,7 @@ pub struct TorchSummary {
 }
 
 /// What is kept of one node's report.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NodeSummary {
     /// The node's name: its host name, or the file's name without `.json` when the report
     /// has none; `hostname (first 8 of machine_id)` when other machines share the host
@@ -166,14 +176,59 @@ pub struct NodeSummary {
     /// The project's stack on the node, when query's flags or files were given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stack: Option<NodeStack>,
+    /// The node's `gpuenv bench --json` results, when they were among the inputs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bench: Option<NodeBench>,
     /// The worst verdict of its checks, its acceptance (`fail` when an item fails or was
-    /// decided by an override) and its stack (`warn` when conditional, `fail` when none
-    /// runs); `None` when it has none of them; a fail when it gave no report.
+    /// decided by an override), its stack (`warn` when conditional, `fail` when none
+    /// runs) and its bench results (`fail` when the node is slower than the others, `warn`
+    /// when one of its GPUs is slower than its peers); `None` when it has none of them; a
+    /// fail when it gave no report.
     pub worst: Option<Verdict>,
     /// Why the node gave no report when collected (`fleet collect` left a failure in its
     /// place); every fact above is then unknown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub no_report: Option<String>,
+}
+
+/// A node's bench results: the file, the tally of its figures against their datasheets,
+/// the GPUs below their peers on the node, the burn-in.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeBench {
+    /// The `gpuenv bench --json` file read.
+    pub file: String,
+    /// How many figures.
+    pub figures: usize,
+    /// Of them, how many pass, warn, fail and are unknown against their datasheets.
+    pub pass: usize,
+    /// Warn.
+    pub warn: usize,
+    /// Fail.
+    pub fail: usize,
+    /// Unknown (no datasheet to judge by: host figures, or a fact compat-db lacks).
+    pub unknown: usize,
+    /// The node's GPUs (or GPU pairs) more than `bench::judge::PEER_FRACTION` below the
+    /// median of their peers on the node.
+    pub outliers: Vec<Outlier>,
+    /// The burn-in's verdict, when one ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burn: Option<crate::bench::burn::Verdict>,
+}
+
+impl NodeBench {
+    fn of(m: &Measured, file: &Path) -> NodeBench {
+        let [pass, warn, fail, unknown] = m.tally();
+        NodeBench {
+            file: file.display().to_string(),
+            figures: m.figures.len(),
+            pass,
+            warn,
+            fail,
+            unknown,
+            outliers: m.outliers.clone(),
+            burn: m.burn.as_ref().map(|b| b.verdict),
+        }
+    }
 }
 
 /// A node against the order: kept small, only the items that did not pass.
@@ -237,18 +292,90 @@ impl<'a> Judge<'a> {
     pub fn new(db: &'a Db, order: Option<Expect>, stack: Option<Query>) -> Result<Judge<'a>, String> {
         let order = match order {
             Some(expect) => {
-                let asked = crate::judge::accept(db, &crate::host::HostReport::default(), &expect)?
-                    .into_iter()
-                    .map(|a| OrderItem {
-                        item: a.item.to_string(),
-                        expected: a.expected,
-                    })
-                    .collect();
+                // The measured items are listed one per key asked, not as the one item a
+                // node without bench results gets.
+                let measured: Vec<(Item, String)> = crate::judge::bench::asked(&expect);
+                let mut asked: Vec<OrderItem> =
+                    crate::judge::accept(db, &crate::host::HostReport::default(), &expect)?
+                        .into_iter()
+                        .filter(|a| !is_measured(a.item))
+                        .map(|a| OrderItem {
+                            item: a.item.to_string(),
+                            expected: a.expected,
+                        })
+                        .collect();
+                asked.extend(measured.into_iter().map(|(i, expected)| OrderItem {
+                    item: i.key().to_string(),
+                    expected,
+                }));
                 Some((expect, asked))
             }
             None => None,
         };
         Ok(Judge { db, order, stack })
+    }
+
+    /// The compat-db the nodes are judged with.
+    pub fn db(&self) -> &'a Db {
+        self.db
+    }
+
+    /// Whether the order asks for measured figures.
+    fn wants_bench(&self) -> bool {
+        self.order.as_ref().is_some_and(|(e, _)| e.wants_bench())
+    }
+
+    /// Judges a node's measured items on its bench results (`None`: none were among the
+    /// inputs), replacing those it was judged with while its report was read (without
+    /// results, as every node is then); `machine_gpus` is how many GPUs its report lists,
+    /// `checks_worst` its checks' worst verdict, from which `worst` is folded again.
+    fn judge_bench(
+        &self,
+        n: &mut NodeSummary,
+        m: Option<&Measured>,
+        machine_gpus: usize,
+        checks_worst: Option<Verdict>,
+    ) {
+        let (Some((expect, _)), Some(acceptance)) = (&self.order, n.acceptance.as_mut()) else {
+            return;
+        };
+        if !expect.wants_bench() {
+            return;
+        }
+        // Items that could not be read at all (`order`) stay as they are.
+        if acceptance.failed.iter().any(|x| x.item == "order") {
+            return;
+        }
+        acceptance
+            .failed
+            .retain(|x| !Item::BENCH.iter().any(|i| i.key() == x.item));
+        acceptance.failed.extend(
+            crate::judge::bench::items(expect, m, machine_gpus)
+                .into_iter()
+                .filter(|a| !a.pass)
+                .map(|a| FailedItem {
+                    item: a.item.to_string(),
+                    expected: a.expected,
+                    found: a.found,
+                    verdict: a.verdict,
+                }),
+        );
+        let order: Vec<&str> = self
+            .order
+            .as_ref()
+            .map(|(_, asked)| asked.iter().map(|o| o.item.as_str()).collect())
+            .unwrap_or_default();
+        // The order's items first, in the order asked, then health items as read.
+        acceptance
+            .failed
+            .sort_by_key(|x| order.iter().position(|k| *k == x.item).unwrap_or(order.len()));
+        acceptance.verdict = if acceptance.failed.is_empty() {
+            Verdict::Pass
+        } else {
+            Verdict::Fail
+        };
+        let stack = n.stack.as_ref().map(|s| stack_verdict(s.verdict));
+        n.worst = checks_worst.max(Some(acceptance.verdict)).max(stack);
     }
 
     /// The order's items as asked, when an order is judged.
@@ -312,14 +439,24 @@ impl<'a> Judge<'a> {
             });
         }
         let acceptance = n.acceptance.as_ref().map(|a| a.verdict);
-        let stack = n.stack.as_ref().map(|s| match s.verdict {
-            Status::Compatible => Verdict::Pass,
-            // As `check` without `--strict`: it runs, under a rule worth knowing.
-            Status::Conditional => Verdict::Warn,
-            Status::Incompatible => Verdict::Fail,
-        });
+        let stack = n.stack.as_ref().map(|s| stack_verdict(s.verdict));
         n.worst = n.worst.max(acceptance).max(stack);
     }
+}
+
+/// A stack's verdict as a node's.
+fn stack_verdict(s: Status) -> Verdict {
+    match s {
+        Status::Compatible => Verdict::Pass,
+        // As `check` without `--strict`: it runs, under a rule worth knowing.
+        Status::Conditional => Verdict::Warn,
+        Status::Incompatible => Verdict::Fail,
+    }
+}
+
+/// Whether an acceptance item is one of the order's measured items.
+fn is_measured(key: &str) -> bool {
+    Item::BENCH.iter().any(|i| i.key() == key)
 }
 
 /// What is kept of an answer: its verdict, the best stack in words, or why none runs.
@@ -424,6 +561,7 @@ impl NodeSummary {
             warns: doc.checks.iter().filter(|c| c.verdict == Verdict::Warn).count(),
             acceptance: None,
             stack: None,
+            bench: None,
             worst: doc.checks.iter().map(|c| c.verdict).max(),
             no_report: None,
         }
@@ -451,6 +589,7 @@ impl NodeSummary {
             warns: 0,
             acceptance: None,
             stack: None,
+            bench: None,
             worst: Some(Verdict::Fail),
             no_report: Some(format!("{}: {}", f.engine, f.reason)),
         }
@@ -533,7 +672,7 @@ pub struct FileProblem {
 }
 
 /// The merged view.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Fleet {
     /// Each node, in the order its report was read.
     pub nodes: Vec<NodeSummary>,
@@ -547,6 +686,10 @@ pub struct Fleet {
     pub order: Option<Vec<OrderItem>>,
     /// The stack asked, in a line, when it was judged on the nodes.
     pub stack_asked: Option<String>,
+    /// The nodes slower than the others: each figure more than
+    /// `bench::judge::PEER_FRACTION` worse than the median of the nodes that measured it.
+    #[serde(default)]
+    pub bench_outliers: Vec<Outlier>,
 }
 
 impl Fleet {
@@ -629,21 +772,24 @@ struct Shape {
     schema_version: Option<u32>,
     host: Option<serde::de::IgnoredAny>,
     checks: Option<serde::de::IgnoredAny>,
+    figures: Option<serde::de::IgnoredAny>,
     collect_failure: Option<collect::Failure>,
 }
 
-/// What one file holds: a node's report, or the failure `fleet collect` left for a node
-/// that gave none.
+/// What one file holds: a node's report, the failure `fleet collect` left for a node that
+/// gave none, or a node's bench results.
 pub enum NodeFile {
     /// A report.
     Report(Box<DoctorDoc>),
     /// No report, and why.
     Failure(collect::Failure),
+    /// `gpuenv bench --json` results.
+    Bench(Box<BenchDoc>),
 }
 
-/// One file read: a report or a collection failure, or why neither (a line, without the
-/// file's name). The text is read once; its shape is looked at only when it is not a
-/// report.
+/// One file read: a report, a collection failure or bench results, or why none (a line,
+/// without the file's name). The text is read once; its shape is looked at only when it
+/// is not a report.
 pub fn read_node(file: &Path) -> Result<NodeFile, String> {
     let text = crate::files::read_text(file, REPORT_CAP, "report").map_err(|e| e.to_string())?;
     let wrong_version = |v: u32| {
@@ -666,6 +812,13 @@ pub fn read_node(file: &Path) -> Result<NodeFile, String> {
                 ..
             }) => Ok(NodeFile::Failure(f)),
             Ok(Shape {
+                figures: Some(_),
+                host: None,
+                ..
+            }) => crate::judge::bench::parse_results(&text, SCHEMA_VERSION)
+                .map(|d| NodeFile::Bench(Box::new(d)))
+                .map_err(|why| format!("bench results that do not read: {why}")),
+            Ok(Shape {
                 host: Some(_),
                 checks: Some(_),
                 ..
@@ -674,29 +827,55 @@ pub fn read_node(file: &Path) -> Result<NodeFile, String> {
                 collect_failure: Some(_),
                 ..
             }) => Err("a collection failure (fleet collect) that does not read".to_string()),
-            Ok(_) => Err("not a `gpuenv doctor --json` report (it has no `host` and `checks`)".to_string()),
+            Ok(_) => Err(
+                "not a `gpuenv doctor --json` report (it has no `host` and `checks`), nor `gpuenv bench --json` results (no `figures`)"
+                    .to_string(),
+            ),
             Err(_) => Err(format!("not JSON: {e}")),
         },
     }
 }
 
 /// Reads each file in turn, keeping only its summary, and merges them: the nodes, the
-/// drift between them, and a problem for each file that could not be merged (unreadable,
-/// not a doctor report, another schema, a node already read).
-pub fn merge(files: &[PathBuf], problems: Vec<FileProblem>) -> Fleet {
-    merge_each(files, problems, None)
+/// drift between them, the bench results of each node and the nodes slower than the
+/// others, and a problem for each file that could not be merged (unreadable, not a doctor
+/// report nor bench results, another schema, a node already read, results of no node).
+pub fn merge(db: &Db, files: &[PathBuf], problems: Vec<FileProblem>) -> Fleet {
+    merge_each(
+        files,
+        problems,
+        &Judge {
+            db,
+            order: None,
+            stack: None,
+        },
+    )
 }
 
-/// [`merge`], each node also judged by `judge` while its report is in memory.
+/// [`merge`], each node also judged by `judge` while its report is in memory (and on its
+/// bench results once every file is read).
 pub fn merge_judged(files: &[PathBuf], problems: Vec<FileProblem>, judge: &Judge<'_>) -> Fleet {
-    let mut fleet = merge_each(files, problems, Some(judge));
+    let mut fleet = merge_each(files, problems, judge);
     fleet.order = judge.order_items();
     fleet.stack_asked = judge.stack_asked();
     fleet
 }
 
-fn merge_each(files: &[PathBuf], mut problems: Vec<FileProblem>, judge: Option<&Judge<'_>>) -> Fleet {
+/// What is kept of a node's report for its bench results, which may be read after it.
+#[derive(Default)]
+struct Kept {
+    /// The GPUs' names, to refuse results of other GPUs.
+    gpus: Vec<String>,
+    /// Each GPU's PCIe link, to judge host copies by.
+    links: BTreeMap<u32, PcieLink>,
+    /// The worst verdict of its checks alone.
+    checks_worst: Option<Verdict>,
+}
+
+fn merge_each(files: &[PathBuf], mut problems: Vec<FileProblem>, judge: &Judge<'_>) -> Fleet {
     let mut nodes: Vec<NodeSummary> = Vec::new();
+    let mut kept: Vec<Kept> = Vec::new();
+    let mut benches: Vec<(PathBuf, BenchDoc)> = Vec::new();
     // A node is its machine ID where the report has one: host names repeat (`localhost`
     // on every fresh image). Machine IDs repeat too, on machines cloned from one image
     // whose /etc/machine-id was not cleared, so one ID under two host names is two
@@ -713,6 +892,10 @@ fn merge_each(files: &[PathBuf], mut problems: Vec<FileProblem>, judge: Option<&
             Ok(NodeFile::Report(doc)) => (NodeSummary::of(&doc, file), Some(doc)),
             // Nothing to judge: no acceptance and no stack for a node without a report.
             Ok(NodeFile::Failure(f)) => (NodeSummary::of_failure(&f, file), None),
+            Ok(NodeFile::Bench(doc)) => {
+                benches.push((file.clone(), *doc));
+                continue;
+            }
             Err(m) => {
                 problems.push(problem(m));
                 continue;
@@ -738,11 +921,18 @@ fn merge_each(files: &[PathBuf], mut problems: Vec<FileProblem>, judge: Option<&
             )));
             continue;
         }
+        let mut keep = Kept {
+            checks_worst: summary.worst,
+            ..Kept::default()
+        };
         // Judged while the report is still in memory: the summary keeps only the verdicts.
-        if let (Some(judge), Some(doc)) = (judge, &doc) {
+        if let Some(doc) = &doc {
             judge.judge(doc, &mut summary);
+            keep.gpus = doc.host.gpus.iter().map(|g| g.name.clone()).collect();
+            keep.links = crate::bench::links_from_host(&doc.host.gpus);
         }
         drop(doc);
+        kept.push(keep);
         if let Some(id) = &summary.machine_id {
             by_id.insert((id.clone(), summary.node.clone()), nodes.len());
         }
@@ -759,6 +949,7 @@ fn merge_each(files: &[PathBuf], mut problems: Vec<FileProblem>, judge: Option<&
             }
         }
     }
+    let bench_outliers = bench_each(&mut nodes, &kept, benches, &mut problems, judge);
     let drift = drift(&nodes);
     let worst = nodes.iter().filter_map(|n| n.worst).max();
     Fleet {
@@ -768,7 +959,115 @@ fn merge_each(files: &[PathBuf], mut problems: Vec<FileProblem>, judge: Option<&
         worst,
         order: None,
         stack_asked: None,
+        bench_outliers,
     }
+}
+
+/// `bench results of `node-a` (machine ID 3f2a...)`, as a problem names them.
+fn results_named(doc: &BenchDoc) -> String {
+    let name = if doc.hostname.trim().is_empty() {
+        "a host without a name".to_string()
+    } else {
+        format!("`{}`", crate::text::excerpt(&doc.hostname))
+    };
+    match &doc.machine_id {
+        Some(id) => format!(
+            "bench results of {name} (machine ID {})",
+            id.chars().take(8).collect::<String>()
+        ),
+        None => format!("bench results of {name}"),
+    }
+}
+
+/// Matches each bench document to its node, judges it there, and names the nodes slower
+/// than the others. Results that match no node, several nodes, a node already given
+/// results, or other GPUs than the node's are problems, left out of the judging and the
+/// comparison.
+fn bench_each(
+    nodes: &mut [NodeSummary],
+    kept: &[Kept],
+    benches: Vec<(PathBuf, BenchDoc)>,
+    problems: &mut Vec<FileProblem>,
+    judge: &Judge<'_>,
+) -> Vec<Outlier> {
+    let mut matched: Vec<(usize, PathBuf, BenchDoc)> = Vec::new();
+    for (file, doc) in benches {
+        let problem = |message: String| FileProblem {
+            file: file.display().to_string(),
+            message,
+        };
+        let named = results_named(&doc);
+        let candidates: Vec<usize> = nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| {
+                n.no_report.is_none()
+                    && crate::judge::bench::identity(&doc, n.hostname.as_deref(), n.machine_id.as_deref())
+                        .is_ok()
+            })
+            .map(|(i, _)| i)
+            .collect();
+        let i = match candidates.as_slice() {
+            [i] => *i,
+            [] => {
+                problems.push(problem(format!(
+                    "{named}: no `doctor --json` report among the inputs is of that machine (by machine ID, else host name), so they are neither judged nor compared with the other nodes: add that node's report"
+                )));
+                continue;
+            }
+            several => {
+                let names: Vec<&str> = several.iter().map(|&i| nodes[i].node.as_str()).collect();
+                problems.push(problem(format!(
+                    "{named} match several nodes ({}) and name no machine ID that tells them apart: left out",
+                    names.join(", ")
+                )));
+                continue;
+            }
+        };
+        if let Some((_, first, _)) = matched.iter().find(|(j, _, _)| *j == i) {
+            problems.push(problem(format!(
+                "second bench results of node `{}` (the first are `{}`): left out",
+                nodes[i].node,
+                first.display()
+            )));
+            continue;
+        }
+        let gpus: Vec<&str> = kept[i].gpus.iter().map(String::as_str).collect();
+        if let Err(why) = crate::judge::bench::gpus_fit(judge.db, &doc, &gpus) {
+            problems.push(problem(format!(
+                "{named} are not node `{}`'s: {why}; left out",
+                nodes[i].node
+            )));
+            continue;
+        }
+        matched.push((i, file, doc));
+    }
+    for (i, file, doc) in &matched {
+        let m = Measured::judge(judge.db, doc, &kept[*i].links, judge.wants_bench());
+        let n = &mut nodes[*i];
+        n.bench = Some(NodeBench::of(&m, file));
+        judge.judge_bench(n, Some(&m), kept[*i].gpus.len(), kept[*i].checks_worst);
+        // A GPU below its peers on its node is worth a look whatever the order says; the
+        // order's `bench` item fails it where one asks.
+        if !m.outliers.is_empty() {
+            n.worst = n.worst.max(Some(Verdict::Warn));
+        }
+    }
+    let compared: Vec<(String, &BenchDoc)> = matched
+        .iter()
+        .map(|(i, _, d)| (nodes[*i].node.clone(), d))
+        .collect();
+    let slow = crate::bench::outliers_across(&compared);
+    // A node slower than the others fails: the rule names it against the nodes' median.
+    for o in &slow {
+        if let Some(n) = nodes
+            .iter_mut()
+            .find(|n| crate::text::terminal_safe(&n.node) == o.who)
+        {
+            n.worst = n.worst.max(Some(Verdict::Fail));
+        }
+    }
+    slow
 }
 
 /// The facts that differ between `nodes`, in the order of [`DRIFT_KINDS`]; failing checks
@@ -836,6 +1135,7 @@ mod tests {
             warns: 0,
             acceptance: None,
             stack: None,
+            bench: None,
             worst: Some(Verdict::Pass),
             no_report: None,
         }

@@ -18,3 +18,5 @@ pub use probe::{
     CdiSpec, DockerProbe, HostReport, LibFound, ProbeOptions, PythonEnv, Sourced, TorchProbe, XidEvent, probe,
 };
 pub use types::*;
+// For `bench`, which names the host and the data disk as `doctor` does.
+pub use machine::{classify_mounts, hostname, machine_id};

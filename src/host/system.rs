@@ -89,6 +89,14 @@ pub enum NvmlProbe {
 pub trait System: Send + Sync {
     /// Runs a program (looked up on PATH) with arguments, cut off after the system's timeout.
     fn run(&self, program: &str, args: &[&str]) -> CmdOutput;
+    /// [`System::run`], cut off after `timeout` where that comes before the system's own
+    /// timeout: for a program whose run has a known length (a timed network test), so
+    /// that a hung one is not waited for as long as the slowest probe may take. A system
+    /// that replays answers gives them as [`System::run`] does.
+    fn run_for(&self, program: &str, args: &[&str], timeout: Duration) -> CmdOutput {
+        let _ = timeout;
+        self.run(program, args)
+    }
     /// A file's text; `None` when it does not exist or cannot be read.
     fn read(&self, path: &str) -> Option<String>;
     /// A directory's entry names; `None` when it does not exist.
@@ -112,6 +120,10 @@ pub struct RealSystem {
 impl System for RealSystem {
     fn run(&self, program: &str, args: &[&str]) -> CmdOutput {
         run_with_timeout(program, args, self.timeout)
+    }
+
+    fn run_for(&self, program: &str, args: &[&str], timeout: Duration) -> CmdOutput {
+        run_with_timeout(program, args, timeout.min(self.timeout))
     }
 
     fn read(&self, path: &str) -> Option<String> {
@@ -195,13 +207,16 @@ pub struct HostRecord {
     pub docker: Option<Result<EngineInfo, String>>,
 }
 
-/// The key a command is recorded under. The Python probe's script is keyed by name, not
-/// text, so a recorded host stays replayable when the script improves.
+/// The key a command is recorded under. The Python probe's script and the GPU bench
+/// script are keyed by name, not text, so a recorded host stays replayable when the
+/// script improves.
 pub fn command_key(program: &str, args: &[&str]) -> String {
     std::iter::once(program)
         .chain(args.iter().map(|a| {
             if a.starts_with(PROBE_MARK) {
                 "<python-probe>"
+            } else if a.starts_with(BENCH_MARK) {
+                "<gpu-bench>"
             } else {
                 a
             }
@@ -212,6 +227,10 @@ pub fn command_key(program: &str, args: &[&str]) -> String {
 
 /// The first line of the Python probe script.
 const PROBE_MARK: &str = "# gpuenv's Python probe";
+
+/// The first line of the GPU bench script (`bench::gpu::SCRIPT_MARK`; `host` does not
+/// import `bench`), keyed by name for the same reason.
+const BENCH_MARK: &str = "# gpuenv's GPU bench script";
 
 /// Why a recorded host could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -285,6 +304,25 @@ impl Recording {
         Ok(record)
     }
 
+    /// A command's answer: replayed under its key, or asked of the live system by `live`
+    /// and recorded.
+    fn command(
+        &self,
+        program: &str,
+        args: &[&str],
+        live: impl FnOnce(&dyn System) -> CmdOutput,
+    ) -> CmdOutput {
+        let key = command_key(program, args);
+        self.with(
+            |r| r.commands.get(&key).cloned(),
+            live,
+            |r, v| {
+                r.commands.insert(key.clone(), kept(program, v));
+            },
+        )
+        .unwrap_or_else(CmdOutput::not_found)
+    }
+
     fn with<T: Clone>(
         &self,
         get: impl Fn(&HostRecord) -> Option<T>,
@@ -327,15 +365,11 @@ fn kept(program: &str, mut out: CmdOutput) -> CmdOutput {
 
 impl System for Recording {
     fn run(&self, program: &str, args: &[&str]) -> CmdOutput {
-        let key = command_key(program, args);
-        self.with(
-            |r| r.commands.get(&key).cloned(),
-            |s| s.run(program, args),
-            |r, v| {
-                r.commands.insert(key.clone(), kept(program, v));
-            },
-        )
-        .unwrap_or_else(CmdOutput::not_found)
+        self.command(program, args, |s| s.run(program, args))
+    }
+
+    fn run_for(&self, program: &str, args: &[&str], timeout: Duration) -> CmdOutput {
+        self.command(program, args, |s| s.run_for(program, args, timeout))
     }
 
     fn read(&self, path: &str) -> Option<String> {
@@ -429,6 +463,43 @@ mod tests {
         [    3.100000] usb 1-1: SerialNumber: 4C530001230517115433\n\
         [    5.402113] NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  590.44.01\n\
         [ 8812.004211] NVRM: Xid (PCI:0000:01:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n";
+
+    #[test]
+    fn a_run_with_its_own_timeout_is_cut_off_and_recorded() {
+        let real = RealSystem {
+            timeout: Duration::from_secs(60),
+            docker: Box::new(|| Err("test".into())),
+        };
+        let t = std::time::Instant::now();
+        assert_eq!(
+            real.run_for("sleep", &["30"], Duration::from_millis(200)).outcome,
+            Outcome::TimedOut
+        );
+        assert!(t.elapsed() < Duration::from_secs(10));
+        // The system's own timeout still bounds a longer one.
+        let short = RealSystem {
+            timeout: Duration::from_millis(200),
+            docker: Box::new(|| Err("test".into())),
+        };
+        assert_eq!(
+            short.run_for("sleep", &["30"], Duration::from_secs(60)).outcome,
+            Outcome::TimedOut
+        );
+        let rec = Recording::capture(Box::new(Prints("report\n")), "test".into());
+        assert_eq!(
+            rec.run_for("ib_write_bw", &["-d", "mlx5_0"], Duration::from_secs(5))
+                .stdout,
+            "report\n"
+        );
+        let replay = Recording::replay(rec.record());
+        assert_eq!(
+            replay
+                .run_for("ib_write_bw", &["-d", "mlx5_0"], Duration::from_secs(5))
+                .stdout,
+            "report\n"
+        );
+        assert_eq!(replay.run("ib_write_bw", &["-d", "mlx5_0"]).stdout, "report\n");
+    }
 
     #[test]
     fn a_record_keeps_only_the_drivers_lines_of_the_kernel_log() {

@@ -4,11 +4,16 @@
 //! `rule`), and which `GPUENV_*` override can decide it ([`override_for`]). An item decided
 //! from an overridden fact is `overridden`, never `pass`: an override says what someone
 //! typed, not what the vendor delivered, so an order with such an item is not accepted.
-//! Must not: probe, print, or read the order (that is [`super::order`]).
+//! The measured items (`bench`, the floors) are [`super::bench`]'s; every function here that
+//! judges an order includes them, so that an order asking for figures is never accepted on
+//! the host's facts alone. Must not: probe, print, or read the order (that is
+//! [`super::order`]).
 
 use serde::{Deserialize, Serialize};
 
+use super::bench::Measured;
 use super::order::{Expect, Item, Size};
+use crate::bench::BenchDoc;
 use crate::db::Db;
 use crate::host::HostReport;
 use crate::model::DriverReq;
@@ -102,6 +107,15 @@ pub fn override_for(item: Item) -> Option<&'static str> {
         | Item::Rdma
         | Item::NicSpeed
         | Item::ContainerRuntime => None,
+        // Measured, never overridable.
+        Item::Bench
+        | Item::MinMatmulTflops
+        | Item::MinMemoryBandwidth
+        | Item::MinNcclBusbw
+        | Item::MinP2pBandwidth
+        | Item::MinDiskRead
+        | Item::MinDiskWrite
+        | Item::MinNetwork => None,
     }
 }
 
@@ -166,9 +180,20 @@ fn real_filesystem(fstype: &str) -> bool {
 }
 
 /// Checks the host against the order. An unknown fact fails its item; a fact replaced by
-/// an override makes its item `overridden`. The error is a GPU name or a driver
-/// requirement that cannot be read, naming where it was written.
+/// an override makes its item `overridden`. An order that asks for measured figures gets
+/// the item saying none were given ([`accept_measured`] takes them). The error is a GPU
+/// name or a driver requirement that cannot be read, naming where it was written.
 pub fn accept(db: &Db, host: &HostReport, e: &Expect) -> Result<Vec<Acceptance>, String> {
+    order_items(db, host, e, None)
+}
+
+/// The order's items: the host's facts, then the measured items against `measured`.
+fn order_items(
+    db: &Db,
+    host: &HostReport,
+    e: &Expect,
+    measured: Option<&Measured>,
+) -> Result<Vec<Acceptance>, String> {
     let mut out = Vec::new();
     if let Some(want) = &e.gpu {
         out.push(accept_gpu(db, host, e, want)?);
@@ -192,6 +217,7 @@ pub fn accept(db: &Db, host: &HostReport, e: &Expect) -> Result<Vec<Acceptance>,
         out.push(accept_disk(host, size));
     }
     out.extend(super::layout::accept_layout(host, e));
+    out.extend(super::bench::items(e, measured, host.gpus.len()));
     out.sort_by_key(|a| Item::ALL.iter().position(|i| i.key() == a.item));
     Ok(out)
 }
@@ -199,16 +225,45 @@ pub fn accept(db: &Db, host: &HostReport, e: &Expect) -> Result<Vec<Acceptance>,
 /// [`accept`], then the health items every order holds implicitly (a sick GPU is not what
 /// was bought), relaxed where the order's `health_allow` says. No order, no acceptance.
 pub fn accept_with_health(db: &Db, host: &HostReport, e: &Expect) -> Result<Vec<Acceptance>, String> {
-    let mut out = accept(db, host, e)?;
+    accept_measured(db, host, e, None).map(|a| a.items)
+}
+
+/// What `check` decides: every item, and the bench results judged when there are any.
+#[derive(Debug, Clone)]
+pub struct Accepted {
+    /// The order's items (the host's facts, then the measured items), then the health
+    /// items.
+    pub items: Vec<Acceptance>,
+    /// The bench results, each figure against its datasheet and its peers; they decide
+    /// the measured items when the order asks for figures, and are only shown otherwise.
+    pub bench: Option<Measured>,
+}
+
+/// [`accept_with_health`] with the machine's bench results, when there are any: the order's
+/// measured items (`bench = true`, the floors) are judged on them, and without them an
+/// order that asks for figures is not accepted. The results must be this machine's (see
+/// [`super::bench::same_machine`]); judging them takes each GPU's PCIe link from `host`.
+pub fn accept_measured(
+    db: &Db,
+    host: &HostReport,
+    e: &Expect,
+    bench: Option<&BenchDoc>,
+) -> Result<Accepted, String> {
+    let links = crate::bench::links_from_host(&host.gpus);
+    let measured = bench.map(|d| Measured::judge(db, d, &links, e.wants_bench()));
+    let mut items = order_items(db, host, e, measured.as_ref())?;
     if !e.is_empty() {
-        out.extend(super::health::health_items(
+        items.extend(super::health::health_items(
             host,
             &db.xids,
             &e.health_allow,
             &e.health_allow_origin(),
         ));
     }
-    Ok(out)
+    Ok(Accepted {
+        items,
+        bench: measured,
+    })
 }
 
 /// The GPU model ordered: every GPU one the name covers, as many of each as counted.

@@ -2,7 +2,8 @@
 //! and acceptance against what was ordered.
 //!
 //! Owns: the doctor check list (stable ids in [`CHECKS`]), turning host facts into a
-//! resolver query, reading an order ([`order`]) and the acceptance items (`accept`).
+//! resolver query, reading an order ([`order`]) and the acceptance items (`accept`), those
+//! decided by measured figures included ([`mod@bench`]).
 //! Must not: probe (facts arrive as a [`HostReport`]), print, or restate a compatibility
 //! rule (those are the resolver's: its findings are passed through with their codes).
 //!
@@ -19,12 +20,16 @@ use crate::host::{DockerProbe, HostReport, SmiFailure};
 use crate::resolve::{Finding, GpuAsk, Installed, Query, Status, judge_installed};
 
 mod accept;
+pub mod bench;
 mod delivery;
 pub mod health;
 pub mod layout;
 pub mod order;
 
-pub use accept::{AcceptVerdict, Acceptance, accept, accept_with_health, override_for, tally};
+pub use accept::{
+    AcceptVerdict, Acceptance, Accepted, accept, accept_measured, accept_with_health, override_for, tally,
+};
+pub use bench::Measured;
 pub use order::{Expect, Item, OrderError, Size, parse_order};
 
 /// Every doctor check id: part of the JSON contract, snapshotted in

@@ -84,6 +84,22 @@ pub enum Item {
     NicSpeed,
     /// Docker hands the GPUs to containers (the NVIDIA runtime or CDI).
     ContainerRuntime,
+    /// Every measured figure within its expected range (`gpuenv bench`).
+    Bench,
+    /// Dense matmul, TFLOPS, on every GPU (the best precision measured).
+    MinMatmulTflops,
+    /// Device memory bandwidth, GB/s, on every GPU.
+    MinMemoryBandwidth,
+    /// NCCL all_reduce bus bandwidth, GB/s.
+    MinNcclBusbw,
+    /// Peer-to-peer bandwidth, GB/s, of every GPU pair measured.
+    MinP2pBandwidth,
+    /// Sequential read of the data disk, GB/s.
+    MinDiskRead,
+    /// Sequential write of the data disk, GB/s.
+    MinDiskWrite,
+    /// Network throughput to a peer, Gb/s as links are sold.
+    MinNetwork,
 }
 
 /// What `nvlink` asks for.
@@ -137,7 +153,7 @@ pub struct Rate {
 
 impl Item {
     /// Every item, in the order acceptance reports them.
-    pub const ALL: [Item; 19] = [
+    pub const ALL: [Item; 27] = [
         Item::Gpu,
         Item::Gpus,
         Item::GpuMemory,
@@ -157,6 +173,26 @@ impl Item {
         Item::Rdma,
         Item::NicSpeed,
         Item::ContainerRuntime,
+        Item::Bench,
+        Item::MinMatmulTflops,
+        Item::MinMemoryBandwidth,
+        Item::MinNcclBusbw,
+        Item::MinP2pBandwidth,
+        Item::MinDiskRead,
+        Item::MinDiskWrite,
+        Item::MinNetwork,
+    ];
+
+    /// The items that measured figures decide (`gpuenv bench`), not the host's facts.
+    pub const BENCH: [Item; 8] = [
+        Item::Bench,
+        Item::MinMatmulTflops,
+        Item::MinMemoryBandwidth,
+        Item::MinNcclBusbw,
+        Item::MinP2pBandwidth,
+        Item::MinDiskRead,
+        Item::MinDiskWrite,
+        Item::MinNetwork,
     ];
 
     /// The key in an order file, and the `item` of an acceptance line.
@@ -181,6 +217,14 @@ impl Item {
             Item::Rdma => "rdma",
             Item::NicSpeed => "nic_speed",
             Item::ContainerRuntime => "container_runtime",
+            Item::Bench => "bench",
+            Item::MinMatmulTflops => "min_matmul_tflops",
+            Item::MinMemoryBandwidth => "min_memory_bandwidth",
+            Item::MinNcclBusbw => "min_nccl_busbw",
+            Item::MinP2pBandwidth => "min_p2p_bandwidth",
+            Item::MinDiskRead => "min_disk_read",
+            Item::MinDiskWrite => "min_disk_write",
+            Item::MinNetwork => "min_network",
         }
     }
 
@@ -206,6 +250,14 @@ impl Item {
             Item::Rdma => "--expect-rdma",
             Item::NicSpeed => "--expect-nic-speed",
             Item::ContainerRuntime => "--expect-container-runtime",
+            Item::Bench => "--expect-bench",
+            Item::MinMatmulTflops => "--expect-min-matmul-tflops",
+            Item::MinMemoryBandwidth => "--expect-min-memory-bandwidth",
+            Item::MinNcclBusbw => "--expect-min-nccl-busbw",
+            Item::MinP2pBandwidth => "--expect-min-p2p-bandwidth",
+            Item::MinDiskRead => "--expect-min-disk-read",
+            Item::MinDiskWrite => "--expect-min-disk-write",
+            Item::MinNetwork => "--expect-min-network",
         }
     }
 
@@ -247,6 +299,20 @@ impl Item {
             Item::Rdma => "true, or the rate of an RDMA port (\"200G\", \"400Gb/s\")",
             Item::NicSpeed => "a network rate (\"100G\", \"25GbE\", \"100Gb/s\"); a bare number is Gb/s",
             Item::ContainerRuntime => "true",
+            Item::Bench => "true (every measured figure within its expected range)",
+            Item::MinMatmulTflops => {
+                "dense matmul TFLOPS per GPU: a number of TFLOPS, or a string with its unit (\"700TFLOPS\", \"0.7PFLOPS\")"
+            }
+            Item::MinMemoryBandwidth
+            | Item::MinNcclBusbw
+            | Item::MinP2pBandwidth
+            | Item::MinDiskRead
+            | Item::MinDiskWrite => {
+                "a bandwidth in bytes a second: a number of GB/s, or a string with its unit (\"2.5TB/s\", \"800MB/s\", \"3GiB/s\"); decimal, 1 GB/s = 10^9 bytes/s"
+            }
+            Item::MinNetwork => {
+                "a network rate (\"100G\", \"25Gb/s\", \"400Mbps\"); a bare number is Gb/s, as links are sold"
+            }
         }
     }
 
@@ -272,6 +338,14 @@ impl Item {
             Item::Rdma => ("\"200G\"", "200G"),
             Item::NicSpeed => ("\"100G\"", "100G"),
             Item::ContainerRuntime => ("true", ""),
+            Item::Bench => ("true", ""),
+            Item::MinMatmulTflops => ("700", "700"),
+            Item::MinMemoryBandwidth => ("\"2.5TB/s\"", "2.5TB/s"),
+            Item::MinNcclBusbw => ("350", "350"),
+            Item::MinP2pBandwidth => ("300", "300GB/s"),
+            Item::MinDiskRead => ("\"2GB/s\"", "2GB/s"),
+            Item::MinDiskWrite => ("\"1GB/s\"", "1GB/s"),
+            Item::MinNetwork => ("\"100G\"", "100G"),
         }
     }
 
@@ -279,7 +353,13 @@ impl Item {
         match self {
             Item::GpuMemory | Item::Memory => Some(BINARY),
             Item::Disk | Item::SystemDisk | Item::DataDisk => Some(DECIMAL),
-            Item::Rdma | Item::NicSpeed => Some(RATES),
+            Item::Rdma | Item::NicSpeed | Item::MinNetwork => Some(RATES),
+            Item::MinMatmulTflops => Some(FLOPS),
+            Item::MinMemoryBandwidth
+            | Item::MinNcclBusbw
+            | Item::MinP2pBandwidth
+            | Item::MinDiskRead
+            | Item::MinDiskWrite => Some(BYTES_PER_SECOND),
             _ => None,
         }
     }
@@ -289,6 +369,13 @@ impl Item {
         match self {
             Item::GpuMemory => "GB",
             Item::Memory => "GiB",
+            Item::MinMatmulTflops => "TFLOPS",
+            Item::MinMemoryBandwidth
+            | Item::MinNcclBusbw
+            | Item::MinP2pBandwidth
+            | Item::MinDiskRead
+            | Item::MinDiskWrite => "GB/s",
+            Item::MinNetwork => "Gb/s",
             _ => "GB",
         }
     }
@@ -351,6 +438,30 @@ const RATES: &[(&str, f64)] = &[
     ("tb/s", 1000.0),
 ];
 
+/// Matmul throughput, in TFLOPS.
+const FLOPS: &[(&str, f64)] = &[
+    ("", 1.0),
+    ("tflops", 1.0),
+    ("tflop/s", 1.0),
+    ("gflops", 1e-3),
+    ("gflop/s", 1e-3),
+    ("pflops", 1000.0),
+    ("pflop/s", 1000.0),
+];
+
+/// Bandwidth in bytes a second, in GB/s (10^9 bytes/s): decimal, as nvbandwidth,
+/// nccl-tests and fio count, with the binary spellings converted. Units are read without
+/// case, so `GB/s` is bytes here; a network rate in bits is `min_network`'s.
+const BYTES_PER_SECOND: &[(&str, f64)] = &[
+    ("", 1.0),
+    ("mb/s", 1e-3),
+    ("mib/s", 1_048_576.0 / 1e9),
+    ("gb/s", 1.0),
+    ("gib/s", 1_073_741_824.0 / 1e9),
+    ("tb/s", 1000.0),
+    ("tib/s", 1_099_511_627_776.0 / 1e9),
+];
+
 /// A size ordered, in its item's unit (see [`Item::unit`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Size {
@@ -401,6 +512,10 @@ pub struct Expect {
     pub nic_speed: Option<Rate>,
     /// Docker hands the GPUs to containers.
     pub container_runtime: bool,
+    /// Every measured figure within its expected range.
+    pub bench: bool,
+    /// Floors on measured figures, each in its item's unit ([`Item::unit`]).
+    pub bench_floors: BTreeMap<Item, Size>,
     /// Health items the order relaxes (`mig`, `processes`..., or `unknown` for every
     /// fact that cannot be read); see [`super::health::Health::word`].
     pub health_allow: Vec<String>,
@@ -448,6 +563,13 @@ impl Expect {
             && self.rdma.is_none()
             && self.nic_speed.is_none()
             && !self.container_runtime
+            && !self.bench
+            && self.bench_floors.is_empty()
+    }
+
+    /// Whether the order asks for measured figures (`bench = true` or a floor).
+    pub fn wants_bench(&self) -> bool {
+        self.bench || !self.bench_floors.is_empty()
     }
 
     /// Where the health relaxations were written, as the items' text names it.
@@ -524,6 +646,27 @@ impl Expect {
             (Item::Rdma, Value::Rdma(r)) => self.rdma = Some(r),
             (Item::NicSpeed, Value::Rate(r)) => self.nic_speed = Some(r),
             (Item::ContainerRuntime, Value::Yes) => self.container_runtime = true,
+            (Item::Bench, Value::Yes) => self.bench = true,
+            (
+                Item::MinMatmulTflops
+                | Item::MinMemoryBandwidth
+                | Item::MinNcclBusbw
+                | Item::MinP2pBandwidth
+                | Item::MinDiskRead
+                | Item::MinDiskWrite,
+                Value::Size(s),
+            ) => {
+                self.bench_floors.insert(item, s);
+            }
+            (Item::MinNetwork, Value::Rate(r)) => {
+                self.bench_floors.insert(
+                    item,
+                    Size {
+                        value: r.gbps,
+                        written: r.written,
+                    },
+                );
+            }
             (Item::CpuModel, Value::Text(t)) => {
                 // "2x EPYC 7T83", as orders name dual-socket machines, also asks for the
                 // sockets, unless they were asked for on their own.
@@ -697,12 +840,12 @@ fn read(item: Item, raw: &Raw<'_>) -> Result<Value, String> {
     }
     // `false` asks for nothing; a boolean means something only to the items that take one.
     match (raw, item) {
-        (Raw::Bool(false), Item::Nvlink | Item::Rdma | Item::ContainerRuntime) => {
+        (Raw::Bool(false), Item::Nvlink | Item::Rdma | Item::ContainerRuntime | Item::Bench) => {
             return Err("`false` asks for nothing: leave the key out instead".into());
         }
         (Raw::Bool(true), Item::Nvlink) => return Ok(Value::Nvlink(NvlinkWant::All)),
         (Raw::Bool(true), Item::Rdma) => return Ok(Value::Rdma(None)),
-        (Raw::Bool(true), Item::ContainerRuntime) => return Ok(Value::Yes),
+        (Raw::Bool(true), Item::ContainerRuntime | Item::Bench) => return Ok(Value::Yes),
         (Raw::Bool(_), _) => return Err("found a boolean".into()),
         _ => {}
     }
@@ -712,21 +855,21 @@ fn read(item: Item, raw: &Raw<'_>) -> Result<Value, String> {
     };
     let word = text.map(str::to_ascii_lowercase);
     match item {
-        Item::ContainerRuntime | Item::Rdma | Item::Nvlink
+        Item::ContainerRuntime | Item::Bench | Item::Rdma | Item::Nvlink
             if matches!(word.as_deref(), Some("true" | "yes")) =>
         {
             return Ok(match item {
-                Item::ContainerRuntime => Value::Yes,
+                Item::ContainerRuntime | Item::Bench => Value::Yes,
                 Item::Rdma => Value::Rdma(None),
                 _ => Value::Nvlink(NvlinkWant::All),
             });
         }
-        Item::ContainerRuntime | Item::Rdma | Item::Nvlink
+        Item::ContainerRuntime | Item::Bench | Item::Rdma | Item::Nvlink
             if matches!(word.as_deref(), Some("false" | "no")) =>
         {
             return Err("`false` asks for nothing: leave the key out instead".into());
         }
-        Item::ContainerRuntime => return Err(format!("{raw} is not `true`")),
+        Item::ContainerRuntime | Item::Bench => return Err(format!("{raw} is not `true`")),
         Item::Nvlink if word.as_deref() == Some("all") => return Ok(Value::Nvlink(NvlinkWant::All)),
         Item::Nvlink => {
             let n = whole(raw, 64)?;
@@ -774,7 +917,7 @@ fn read(item: Item, raw: &Raw<'_>) -> Result<Value, String> {
             let n = whole(raw, 7)?;
             return Ok(Value::Count(n));
         }
-        Item::Rdma | Item::NicSpeed => {
+        Item::Rdma | Item::NicSpeed | Item::MinNetwork => {
             let (gbps, unit) = number(raw, item.units())?;
             let rate = Rate {
                 gbps,
@@ -783,6 +926,7 @@ fn read(item: Item, raw: &Raw<'_>) -> Result<Value, String> {
             return Ok(if item == Item::Rdma {
                 Value::Rdma(Some(rate))
             } else {
+                // `nic_speed` and `min_network` both take a rate.
                 Value::Rate(rate)
             });
         }
@@ -830,8 +974,20 @@ fn read(item: Item, raw: &Raw<'_>) -> Result<Value, String> {
         | Item::DataDiskType
         | Item::Rdma
         | Item::NicSpeed
+        | Item::MinNetwork
+        | Item::Bench
         | Item::ContainerRuntime => Err(format!("{raw} cannot be read")),
-        Item::GpuMemory | Item::Memory | Item::Disk | Item::SystemDisk | Item::DataDisk => {
+        Item::GpuMemory
+        | Item::Memory
+        | Item::Disk
+        | Item::SystemDisk
+        | Item::DataDisk
+        | Item::MinMatmulTflops
+        | Item::MinMemoryBandwidth
+        | Item::MinNcclBusbw
+        | Item::MinP2pBandwidth
+        | Item::MinDiskRead
+        | Item::MinDiskWrite => {
             let (value, unit) = number(raw, item.units())?;
             Ok(Value::Size(Size {
                 value,
@@ -1098,7 +1254,7 @@ mod tests {
         assert!(lines[5].starts_with("order `o.toml` line 6, key `gpu`: `4090` is a number, not a string; expected the GPU model as a string (`gpu = \"H100 SXM\"`)"), "{}", lines[5]);
         assert_eq!(
             lines[6],
-            "order `o.toml` line 7: unknown key `colour`; an order has the keys gpu, gpus, gpu_memory, driver, cuda, pcie_gen, nvlink, topology, cpus, cpu_model, sockets, memory, disk, system_disk, data_disk, data_disk_type, rdma, nic_speed, container_runtime"
+            "order `o.toml` line 7: unknown key `colour`; an order has the keys gpu, gpus, gpu_memory, driver, cuda, pcie_gen, nvlink, topology, cpus, cpu_model, sockets, memory, disk, system_disk, data_disk, data_disk_type, rdma, nic_speed, container_runtime, bench, min_matmul_tflops, min_memory_bandwidth, min_nccl_busbw, min_p2p_bandwidth, min_disk_read, min_disk_write, min_network"
         );
         assert!(
             lines[7]
@@ -1406,5 +1562,37 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn bench_floors_read_with_units() {
+        let e = parse_order(
+            "o.toml",
+            "bench = true\nmin_matmul_tflops = \"0.7PFLOPS\"\nmin_memory_bandwidth = \"2.5TB/s\"\n\
+             min_nccl_busbw = 350\nmin_p2p_bandwidth = \"300GB/s\"\nmin_disk_read = \"800MB/s\"\n\
+             min_disk_write = \"1GiB/s\"\nmin_network = \"100G\"\n",
+        )
+        .expect("reads");
+        assert!(e.bench && e.wants_bench() && !e.is_empty());
+        let v = |i: Item| e.bench_floors[&i].value;
+        assert!((v(Item::MinMatmulTflops) - 700.0).abs() < 1e-9);
+        assert!((v(Item::MinMemoryBandwidth) - 2500.0).abs() < 1e-9);
+        assert!((v(Item::MinNcclBusbw) - 350.0).abs() < 1e-9);
+        assert!((v(Item::MinP2pBandwidth) - 300.0).abs() < 1e-9);
+        assert!((v(Item::MinDiskRead) - 0.8).abs() < 1e-9);
+        assert!((v(Item::MinDiskWrite) - 1.073741824).abs() < 1e-9);
+        assert!((v(Item::MinNetwork) - 100.0).abs() < 1e-9);
+        for bad in [
+            "bench = false",
+            "min_disk_read = \"3 furlongs\"",
+            "min_nccl_busbw = -1",
+            "min_matmul_tflops = \"\"",
+        ] {
+            let err = parse_order("o.toml", bad).expect_err(bad);
+            assert!(err.problems[0].contains("expected"), "{bad}: {err}");
+        }
+        let mut e = Expect::default();
+        e.set_flag(Item::MinDiskWrite, "2GB/s").expect("flag reads");
+        assert!((e.bench_floors[&Item::MinDiskWrite].value - 2.0).abs() < 1e-9);
     }
 }

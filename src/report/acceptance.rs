@@ -4,8 +4,8 @@
 //! Owns: the page's layout (the templates under `templates/`), the view structs the
 //! templates read, and the escaping of every piece of outside text on it. Must not: probe
 //! the host, judge anything, or read the clock: the caller hands it the host report, the
-//! raw record, the acceptance items, the doctor checks, the answer and the time; this
-//! module only shapes them into strings and rows.
+//! raw record, the acceptance items, the bench results judged, the doctor checks, the
+//! answer and the time; this module only shapes them into strings and rows.
 //!
 //! Rendering goes through `minijinja` with escaping on by default in both formats: HTML
 //! autoescaping for `*.html.j2`, and a Markdown escaper (the formatter below) for
@@ -70,6 +70,8 @@ pub struct PageInput<'a> {
     pub record: Option<&'a HostRecord>,
     /// The order's items, judged.
     pub acceptance: &'a [Acceptance],
+    /// The bench results judged, when `--bench-results` gave them.
+    pub bench: Option<&'a crate::judge::Measured>,
     /// The doctor checks.
     pub checks: &'a [Check],
     /// The project's query on this host.
@@ -129,6 +131,10 @@ pub(super) fn environment() -> Environment<'static> {
     for (name, source) in super::fleet_page::TEMPLATES {
         env.add_template(name, source)
             .expect("the fleet page's templates parse");
+    }
+    for (name, source) in super::bench::TEMPLATES {
+        env.add_template(name, source)
+            .expect("the bench page's templates parse");
     }
     env
 }
@@ -196,6 +202,8 @@ struct PageView {
     order: Vec<OrderRow>,
     order_line: String,
     order_class: &'static str,
+    /// The bench results, each figure beside its datasheet.
+    bench: Option<super::measured::BenchView>,
     /// Doctor checks that fail, shown beside the verdict: whatever the order says, nobody
     /// reads a green banner above a red check.
     verdict_warnings: Vec<String>,
@@ -360,6 +368,9 @@ impl PageView {
             order: input.acceptance.iter().map(order_row).collect(),
             order_line,
             order_class,
+            bench: input
+                .bench
+                .map(|m| super::measured::view(m, super::measured::Shown::Check)),
             verdict_warnings: input
                 .checks
                 .iter()

@@ -68,6 +68,12 @@ pub struct CheckDoc {
     pub accepted: bool,
     /// The `GPUENV_*` overrides used (`VAR=value`).
     pub overrides: Vec<String>,
+    /// With `--bench-results`: the figures judged against their datasheets
+    /// (`figures`), the GPUs below their peers (`outliers`), the burn-in (`burn`), what was
+    /// skipped, and whether they count for acceptance (`counts_for_acceptance`: the order
+    /// asked for measured figures).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bench: Option<crate::judge::Measured>,
 }
 
 /// `gpuenv doctor --json`: the host's facts and the checks.
@@ -114,6 +120,11 @@ pub struct FleetDoc {
     /// node's `stack` is its verdict on that node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stack_asked: Option<String>,
+    /// The nodes slower than the others, from their `gpuenv bench --json` results: `{metric,
+    /// who, value, median, peers, unit, rule}` for each figure more than 10% worse than
+    /// the median of the nodes (empty without bench results).
+    #[serde(default)]
+    pub bench_outliers: Vec<crate::bench::Outlier>,
 }
 
 /// `gpuenv verify --json`: the verification, then the version and the database's date.

@@ -1,11 +1,12 @@
 //! `gpuenv fleet report`: a row per node, each node against the order and its stack (when
-//! judged), the drift between them, the files left out.
+//! judged), its bench results and the nodes slower than the others, the drift between
+//! them, the files left out.
 
 use std::io::{self, Write};
 
 use super::doc::FleetDoc;
 use super::{SCHEMA_VERSION, Styles, write_json};
-use crate::fleet::collect::CollectedNode;
+use crate::fleet::collect::{CollectedNode, Reads};
 use crate::fleet::{Fleet, NodeSummary};
 use crate::judge::{AcceptVerdict, Verdict};
 
@@ -32,6 +33,7 @@ pub fn fleet(out: &mut dyn Write, f: &Fleet, json_out: bool, styles: Styles) -> 
                 worst: f.worst,
                 order: f.order.clone(),
                 stack_asked: f.stack_asked.clone(),
+                bench_outliers: f.bench_outliers.clone(),
             },
         );
     }
@@ -45,6 +47,7 @@ pub fn fleet(out: &mut dyn Write, f: &Fleet, json_out: bool, styles: Styles) -> 
         writeln!(out, "  {}", row(n))?;
     }
     judged(out, f)?;
+    measured(out, f, styles)?;
     if f.drift.is_empty() && !f.nodes.is_empty() {
         writeln!(out)?;
         writeln!(out, "no drift: the nodes agree")?;
@@ -131,6 +134,60 @@ fn judged(out: &mut dyn Write, f: &Fleet) -> io::Result<()> {
     Ok(())
 }
 
+/// Each node's bench results in a line, its GPUs below their peers, and the nodes slower
+/// than the others with the rule that names them.
+fn measured(out: &mut dyn Write, f: &Fleet, styles: Styles) -> io::Result<()> {
+    let with: Vec<&NodeSummary> = f.nodes.iter().filter(|n| n.bench.is_some()).collect();
+    if with.is_empty() {
+        return Ok(());
+    }
+    writeln!(out)?;
+    writeln!(out, "bench: results of {} of {} nodes", with.len(), f.nodes.len())?;
+    for n in &with {
+        let Some(b) = &n.bench else { continue };
+        let burn = match b.burn {
+            Some(v) => format!(
+                ", burn-in {}",
+                serde_json::to_value(v)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default()
+            ),
+            None => String::new(),
+        };
+        writeln!(
+            out,
+            "  {}: {} figures against their datasheets: {} pass, {} warn, {} fail, {} unknown{burn} ({})",
+            n.node, b.figures, b.pass, b.warn, b.fail, b.unknown, b.file
+        )?;
+        for o in &b.outliers {
+            writeln!(
+                out,
+                "  {}: {} {} below its peers: {}",
+                n.node,
+                o.who,
+                crate::bench::judge::metric_name(o.metric),
+                o.rule
+            )?;
+        }
+    }
+    if !f.bench_outliers.is_empty() {
+        writeln!(out, "slower than the other nodes:")?;
+        for o in &f.bench_outliers {
+            write!(out, "  ")?;
+            styles.paint(out, "FAIL")?;
+            writeln!(
+                out,
+                "  {} {}: {}",
+                o.who,
+                crate::bench::judge::metric_name(o.metric),
+                o.rule
+            )?;
+        }
+    }
+    Ok(())
+}
+
 /// One node in a line.
 fn row(n: &NodeSummary) -> String {
     if let Some(why) = &n.no_report {
@@ -185,6 +242,8 @@ fn row(n: &NodeSummary) -> String {
 struct CollectDoc<'a> {
     schema_version: u32,
     engine: &'a str,
+    /// The gpuenv command run on each node: `doctor`, or `bench` (`--bench`).
+    command: &'a str,
     dir: String,
     nodes: &'a [CollectedNode],
 }
@@ -194,6 +253,7 @@ struct CollectDoc<'a> {
 pub fn collected(
     out: &mut dyn Write,
     engine: &str,
+    reads: Reads,
     dir: &std::path::Path,
     nodes: &[CollectedNode],
     json_out: bool,
@@ -205,6 +265,7 @@ pub fn collected(
             &CollectDoc {
                 schema_version: SCHEMA_VERSION,
                 engine,
+                command: reads.command(),
                 dir: dir.display().to_string(),
                 nodes,
             },
@@ -213,8 +274,12 @@ pub fn collected(
     let got = nodes.iter().filter(|n| n.collected).count();
     writeln!(
         out,
-        "{got} of {} nodes gave a report through {engine}, written to {}",
+        "{got} of {} nodes gave {} through {engine}, written to {}",
         nodes.len(),
+        match reads {
+            Reads::DoctorReport => "a report",
+            Reads::BenchResults => "bench results",
+        },
         crate::files::shown(dir)
     )?;
     for n in nodes {
@@ -229,15 +294,24 @@ pub fn collected(
             styles.paint(out, "FAIL")?;
             writeln!(
                 out,
-                "  {}  no report: {}  ({})",
+                "  {}  no {}: {}  ({})",
                 n.node,
+                reads.noun(),
                 n.reason.as_deref().unwrap_or(""),
                 n.file
             )?;
         }
     }
     writeln!(out)?;
-    writeln!(out, "next: gpuenv fleet report {}", crate::files::shown(dir))?;
+    match reads {
+        Reads::DoctorReport => writeln!(out, "next: gpuenv fleet report {}", crate::files::shown(dir))?,
+        // Results are judged on the node's report (its GPUs, their links) and matched to it.
+        Reads::BenchResults => writeln!(
+            out,
+            "next: gpuenv fleet report DOCTOR-REPORTS-DIR {}",
+            crate::files::shown(dir)
+        )?,
+    }
     Ok(())
 }
 

@@ -2,7 +2,8 @@
 //! Markdown file.
 //!
 //! Owns: the page's layout (`templates/fleet.*.j2`) and the view the templates read: a row
-//! per node, the drift grouped by what it breaks, the files left out. Must not: read
+//! per node (with its bench results when given), the nodes slower than the others, the
+//! drift grouped by what it breaks, the files left out. Must not: read
 //! reports, judge a node, or read the clock: the caller hands it the merged [`Fleet`] (each
 //! node already judged) and the time; this module only shapes them into strings and rows.
 //!
@@ -63,6 +64,10 @@ struct FleetView {
     order: Option<String>,
     stack_asked: Option<String>,
     nodes: Vec<NodeRow>,
+    /// Whether any node has bench results: the nodes table then has their column.
+    measured: bool,
+    /// The nodes slower than the others, each with its rule.
+    slow: Vec<String>,
     groups: Vec<DriftGroup>,
     problems: Vec<ProblemRow>,
 }
@@ -81,6 +86,7 @@ struct NodeRow {
     warns: usize,
     acceptance: Judged,
     stack: Judged,
+    bench: Judged,
 }
 
 /// A judgment in a cell: its word, its colour, and the lines under it.
@@ -147,7 +153,20 @@ impl FleetView {
                     .join(", ")
             }),
             stack_asked: f.stack_asked.clone(),
-            nodes: f.nodes.iter().map(node_row).collect(),
+            nodes: f.nodes.iter().map(|n| node_row(n, f)).collect(),
+            measured: f.nodes.iter().any(|n| n.bench.is_some()),
+            slow: f
+                .bench_outliers
+                .iter()
+                .map(|o| {
+                    format!(
+                        "{} {}: {}",
+                        o.who,
+                        crate::bench::judge::metric_name(o.metric),
+                        o.rule
+                    )
+                })
+                .collect(),
             groups: drift_groups(&f.drift),
             problems: f
                 .problems
@@ -182,7 +201,7 @@ fn overall(f: &Fleet) -> (String, &'static str) {
     (format!("{} {nodes}: {}", f.nodes.len(), parts.join(", ")), class)
 }
 
-fn node_row(n: &NodeSummary) -> NodeRow {
+fn node_row(n: &NodeSummary, f: &Fleet) -> NodeRow {
     let (verdict, class) = mark(n.worst);
     if let Some(why) = &n.no_report {
         // Collected without a report: every fact is unknown, none is "none".
@@ -204,6 +223,11 @@ fn node_row(n: &NodeSummary) -> NodeRow {
                 lines: Vec::new(),
             },
             stack: Judged {
+                word: "no report".into(),
+                class: "fail",
+                lines: Vec::new(),
+            },
+            bench: Judged {
                 word: "no report".into(),
                 class: "fail",
                 lines: Vec::new(),
@@ -254,6 +278,50 @@ fn node_row(n: &NodeSummary) -> NodeRow {
         warns: n.warns,
         acceptance: acceptance_cell(n),
         stack: stack_cell(n),
+        bench: bench_cell(n, f),
+    }
+}
+
+/// A node's bench results in a cell: slower than the other nodes, a GPU below its peers,
+/// or the tally of its figures.
+fn bench_cell(n: &NodeSummary, f: &Fleet) -> Judged {
+    let Some(b) = &n.bench else {
+        return Judged {
+            word: "no results".into(),
+            class: "none",
+            lines: Vec::new(),
+        };
+    };
+    let slow: Vec<String> = f
+        .bench_outliers
+        .iter()
+        .filter(|o| o.who == crate::text::terminal_safe(&n.node))
+        .map(|o| format!("{}: {}", crate::bench::judge::metric_name(o.metric), o.rule))
+        .collect();
+    let mut lines = slow.clone();
+    lines.extend(b.outliers.iter().map(|o| {
+        format!(
+            "{} {}: {}",
+            o.who,
+            crate::bench::judge::metric_name(o.metric),
+            o.rule
+        )
+    }));
+    lines.push(format!(
+        "{} figures against their datasheets: {} pass, {} warn, {} fail, {} unknown",
+        b.figures, b.pass, b.warn, b.fail, b.unknown
+    ));
+    let (word, class) = if !slow.is_empty() {
+        ("SLOWER THAN THE OTHERS", "fail")
+    } else if !b.outliers.is_empty() {
+        ("a GPU below its peers", "warn")
+    } else {
+        ("measured", "pass")
+    };
+    Judged {
+        word: word.into(),
+        class,
+        lines,
     }
 }
 

@@ -6,7 +6,7 @@ use super::doc::{CheckDoc, DoctorDoc};
 use super::{QueryOpts, SCHEMA_VERSION, Styles, write_json};
 use crate::db::Db;
 use crate::host::{DockerProbe, HostReport};
-use crate::judge::{AcceptVerdict, Acceptance, Check, Verdict};
+use crate::judge::{AcceptVerdict, Acceptance, Check, Measured, Verdict};
 use crate::resolve::{Answer, Query};
 
 fn mark(v: Verdict) -> &'static str {
@@ -422,15 +422,30 @@ pub fn doctor(
     )
 }
 
-/// `gpuenv check`: the overrides used, acceptance lines, then the answer for the project.
+/// What `check` decided about the machine, beside the answer for the project.
+pub struct CheckInput<'a> {
+    /// The order's items and the health items.
+    pub acceptance: &'a [Acceptance],
+    /// The bench results judged, when `--bench-results` gave them.
+    pub bench: Option<&'a Measured>,
+    /// The `GPUENV_*` overrides used.
+    pub overrides: &'a [String],
+}
+
+/// `gpuenv check`: the overrides used, acceptance lines, the bench results, then the
+/// answer for the project.
 pub fn check(
     out: &mut dyn Write,
     q: &Query,
     a: &Answer,
     opts: &QueryOpts,
-    acceptance: &[Acceptance],
-    overrides: &[String],
+    input: &CheckInput<'_>,
 ) -> io::Result<()> {
+    let CheckInput {
+        acceptance,
+        bench,
+        overrides,
+    } = *input;
     if opts.json {
         return write_json(
             out,
@@ -439,6 +454,7 @@ pub fn check(
                 acceptance: acceptance.to_vec(),
                 accepted: acceptance.iter().all(|x| x.pass),
                 overrides: overrides.to_vec(),
+                bench: bench.cloned(),
             },
         );
     }
@@ -485,6 +501,10 @@ pub fn check(
                 )?
             }
         }
+        writeln!(out)?;
+    }
+    if let Some(m) = bench {
+        super::measured::text(out, m, super::measured::Shown::Check, opts.styles)?;
         writeln!(out)?;
     }
     super::query::query(out, q, a, opts)

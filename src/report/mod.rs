@@ -27,12 +27,14 @@
 //! more: serde escapes every control character.
 
 pub mod acceptance;
+pub mod bench;
 mod containers;
 pub mod doc;
 pub mod fleet;
 pub mod fleet_page;
 mod graph;
 mod host;
+mod measured;
 mod plan;
 pub mod progress;
 mod query;
@@ -47,13 +49,14 @@ use crate::db::{Db, Found, Kind, Problem};
 use crate::text::terminal_safe;
 use crate::upstream::Summary;
 
+pub use bench::{bench, bench_listening, bench_refused};
 pub use containers::{
     BUILD_LINE, ProgressLines, PullChoice, built, dockerfile_text, dockerfile_written, human_size, pull_plan,
     pulled,
 };
 pub use fleet::{fleet, k8s_manifest};
 pub use graph::graph_dot;
-pub use host::{check, doctor};
+pub use host::{CheckInput, check, doctor};
 pub use plan::plan;
 pub use query::{QueryOpts, query};
 // For `fleet`, which keeps each node's stack in the words `check` prints.
@@ -215,6 +218,7 @@ fn title(found: Found<'_>) -> String {
         Found::Package(e) => format!("{} (compiles CUDA code: {})", e.name, e.compiles.as_str()),
         Found::Model(m) => m.name.clone(),
         Found::Xid(x) => format!("Xid {}: {}", x.code, x.description),
+        Found::Efficiency(e) => format!("Expected efficiency of {} against {}", e.metric, e.basis.key()),
         Found::Image(i) => match &i.tag {
             Some(tag) => format!("{}:{tag}", i.repository),
             None => format!(
@@ -439,6 +443,7 @@ fn kind_stats(db: &Db) -> Vec<doc::KindStats> {
                 Kind::Package => (count(&db.packages), None),
                 Kind::Model => (count(&db.models), None),
                 Kind::Xid => (count(&db.xids), None),
+                Kind::Efficiency => (count(&db.efficiencies), None),
             };
             doc::KindStats {
                 kind,

@@ -65,6 +65,7 @@ fn templates_are_valid_records() {
             "package" => "flash-attn",
             "model" => "llama-2-70b",
             "xid" => "79",
+            "efficiency" => "matmul-bf16",
             other => panic!("unexpected template {other}"),
         };
         let files = vec![db::SourceFile {

@@ -556,3 +556,287 @@ fn doctor_record_puts_each_host_under_its_own_name() {
     assert!(record.is_file(), "no {}", record.display());
     assert!(!work.path().join("records").join("{hostname}").exists());
 }
+
+// ---------------------------------------------------------------------------------------
+// --bench: `gpuenv bench --json` on every node
+// ---------------------------------------------------------------------------------------
+
+/// The host side of the bench, small: each node measures this machine's disk (under
+/// `disk`), memory and loopback network, and downloads nothing.
+fn small_bench(disk: &Path) -> Vec<String> {
+    let mut args = Vec::new();
+    for word in [
+        "--host-only",
+        "--allow-system-disk",
+        "--path",
+        disk.to_str().unwrap(),
+        "--disk-size",
+        "64MiB",
+        "--memory-size",
+        "64MiB",
+        "--seconds=1",
+        "--no-download",
+    ] {
+        args.push("--bench-arg".to_string());
+        args.push(word.to_string());
+    }
+    args
+}
+
+fn figures_of(file: &Path) -> Vec<Value> {
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
+    assert_eq!(doc["schema_version"], 1, "{doc:#}");
+    doc["figures"].as_array().unwrap().clone()
+}
+
+#[test]
+fn slurm_bench_collects_results_that_fleet_report_matches_to_the_node() {
+    services();
+    let _one = CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
+    // This machine as it is on both nodes: the bench measures it, and doctor reads it.
+    unplant();
+    let work = tempfile::tempdir().unwrap();
+    let results = work.path().join("bench");
+    let mut args: Vec<String> = ["--slurm", "--nodelist", "node[1-2]", "--bench", "--out"]
+        .map(String::from)
+        .to_vec();
+    args.push(results.to_str().unwrap().into());
+    args.extend(small_bench(work.path()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, doc, stderr) = collect(work.path(), &args);
+    assert_eq!(code, 0, "{stderr}\n{doc:#}");
+    assert_eq!(doc["engine"], "slurm");
+    assert_eq!(doc["command"], "bench");
+    let nodes = doc["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 2, "{doc:#}");
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    let host = host.trim();
+    for n in nodes {
+        assert_eq!(n["collected"], true, "{doc:#}");
+        assert_eq!(n["hostname"], host, "{doc:#}");
+        assert_eq!(n["worst"], "pass", "{doc:#}");
+        // Each node's results, as its bench printed them: the host's figures.
+        let figures = figures_of(&results.join(n["file"].as_str().unwrap()));
+        let metrics: Vec<&str> = figures.iter().map(|f| f["metric"].as_str().unwrap()).collect();
+        for m in ["disk-seq-read", "disk-seq-write", "host-memory-bandwidth"] {
+            assert!(metrics.contains(&m), "{m} missing: {metrics:?}");
+        }
+    }
+    // Both nodes are this machine: named apart, none dropped.
+    assert_eq!(nodes[0]["file"], format!("{host}.json"), "{doc:#}");
+    assert_eq!(nodes[1]["file"], format!("{host}~node2.json"), "{doc:#}");
+    // No test file left behind on the disk the nodes measured.
+    let left: Vec<_> = std::fs::read_dir(work.path())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with(".gpuenv-bench"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+
+    // The node's doctor report beside its bench results: fleet report matches them (one
+    // node, so one report and one of the results).
+    let reports = work.path().join("reports");
+    let (code, doc, stderr) = collect(
+        work.path(),
+        &[
+            "--slurm",
+            "--nodelist",
+            "node1",
+            "--out",
+            reports.to_str().unwrap(),
+        ],
+    );
+    assert!(code == 0 || code == 1, "{stderr}\n{doc:#}");
+    assert_eq!(doc["command"], "doctor");
+    std::fs::remove_file(results.join(format!("{host}~node2.json"))).unwrap();
+    let run = gpuenv_env(
+        Path::new("."),
+        &[
+            "fleet",
+            "report",
+            reports.to_str().unwrap(),
+            results.to_str().unwrap(),
+            "--json",
+        ],
+        &[],
+    );
+    let report = json(&run);
+    assert_eq!(report["problems"], Value::Array(vec![]), "{report:#}");
+    let node = &report["nodes"][0];
+    assert_eq!(node["node"], host, "{report:#}");
+    let bench_file = node["bench"]["file"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{report:#}"));
+    assert!(bench_file.ends_with(&format!("{host}.json")), "{report:#}");
+}
+
+#[test]
+fn ssh_bench_keeps_a_node_that_measured_nothing_as_a_failure() {
+    services();
+    let work = tempfile::tempdir().unwrap();
+    let a = named("8x-h100-nvlink", "ssh-bench-a");
+    let config = ssh_config(work.path(), &[("node-a", a.path())]);
+    let hosts = work.path().join("hosts");
+    std::fs::write(&hosts, "node-a\nnode-down\n").unwrap();
+    let out = work.path().join("bench");
+    // This machine has no GPU: `bench --gpu-only` prints results with no figure and exits 3.
+    let (code, doc, stderr) = collect(
+        work.path(),
+        &[
+            "--hosts",
+            hosts.to_str().unwrap(),
+            "--ssh-config",
+            config.to_str().unwrap(),
+            "--gpuenv",
+            env!("CARGO_BIN_EXE_gpuenv"),
+            "--bench",
+            "--bench-arg",
+            "--gpu-only",
+            "--timeout",
+            "120",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 1, "{stderr}\n{doc:#}");
+    assert_eq!(doc["command"], "bench");
+    let nodes = doc["nodes"].as_array().unwrap();
+    assert_eq!(nodes[0]["node"], "node-a");
+    assert_eq!(nodes[0]["collected"], false, "{doc:#}");
+    let reason = nodes[0]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("status 3") && reason.contains("measured nothing") && reason.contains("--gpu-only"),
+        "{reason}"
+    );
+    let f: Value = serde_json::from_str(&std::fs::read_to_string(out.join("node-a.json")).unwrap()).unwrap();
+    assert_eq!(f["collect_failure"]["exit_code"], 3, "{f:#}");
+    assert_eq!(f["collect_failure"]["engine"], "ssh", "{f:#}");
+    assert_eq!(nodes[1]["collected"], false);
+    assert!(
+        nodes[1]["reason"].as_str().unwrap().contains("ssh failed"),
+        "{doc:#}"
+    );
+}
+
+#[test]
+fn ssh_bench_collects_results_with_the_flags_passed_on() {
+    services();
+    let work = tempfile::tempdir().unwrap();
+    let a = named("8x-h100-nvlink", "ssh-bench-a");
+    let config = ssh_config(work.path(), &[("node-a", a.path())]);
+    let hosts = work.path().join("hosts");
+    std::fs::write(&hosts, "node-a\n").unwrap();
+    let out = work.path().join("bench");
+    let mut args: Vec<String> = vec![
+        "--hosts".into(),
+        hosts.to_str().unwrap().into(),
+        "--ssh-config".into(),
+        config.to_str().unwrap().into(),
+        "--gpuenv".into(),
+        env!("CARGO_BIN_EXE_gpuenv").into(),
+        "--bench".into(),
+        "--out".into(),
+        out.to_str().unwrap().into(),
+    ];
+    args.extend(small_bench(work.path()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, doc, stderr) = collect(work.path(), &args);
+    assert_eq!(code, 0, "{stderr}\n{doc:#}");
+    let n = &doc["nodes"][0];
+    assert_eq!(n["collected"], true, "{doc:#}");
+    let figures = figures_of(&out.join(n["file"].as_str().unwrap()));
+    // The flags reached the node: a 64 MiB file in the directory given, and fio's random
+    // reads timed for the one second given.
+    let detail = |engine: &str| {
+        figures
+            .iter()
+            .find(|f| f["metric"] == "disk-rand-read" && f["engine"] == engine)
+            .and_then(|f| f["detail"].as_str())
+            .unwrap_or_else(|| panic!("no {engine} random reads: {figures:#?}"))
+            .to_string()
+    };
+    let ours = detail("gpuenv");
+    assert!(
+        ours.contains("of a 64 MiB file") && ours.contains(&format!("in `{}`", work.path().display())),
+        "{ours}"
+    );
+    assert!(detail("fio").contains("--runtime=1 "), "{}", detail("fio"));
+}
+
+#[test]
+fn bench_flags_outside_the_allow_list_and_kubectl_are_refused_before_anything_runs() {
+    let work = tempfile::tempdir().unwrap();
+    let out = work.path().join("bench");
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &[
+                "--slurm",
+                "--bench",
+                "--bench-arg",
+                "--record",
+                "--bench-arg",
+                "/tmp/x",
+            ],
+            "not a bench flag",
+        ),
+        (
+            &["--slurm", "--bench", "--bench-arg=--peer=evil"],
+            "not a bench flag",
+        ),
+        (
+            &["--slurm", "--bench", "--bench-arg", "--burn"],
+            "value is missing",
+        ),
+        (
+            &[
+                "--slurm",
+                "--bench",
+                "--bench-arg",
+                "--path",
+                "--bench-arg",
+                "-oProxyCommand=x",
+            ],
+            "expected its value",
+        ),
+        (
+            &["--slurm", "--bench", "--bench-arg", "--quick=yes"],
+            "takes no value",
+        ),
+        (
+            &[
+                "--slurm",
+                "--bench",
+                "--bench-arg",
+                "--quick",
+                "--bench-arg",
+                "--full",
+            ],
+            "would be refused",
+        ),
+        (
+            &[
+                "--slurm",
+                "--bench",
+                "--bench-arg",
+                "--disk-size",
+                "--bench-arg",
+                "lots",
+            ],
+            "--disk-size",
+        ),
+        (&["--slurm", "--bench", "--record", "/tmp/r"], "--record"),
+        (
+            &["--kubectl", "gpuenv-fleet", "--bench"],
+            "run `gpuenv doctor --json`",
+        ),
+        (&["--slurm", "--bench-arg", "--quick"], "--bench"),
+    ];
+    for (args, says) in cases {
+        let mut all: Vec<&str> = args.to_vec();
+        all.extend(["--out", out.to_str().unwrap()]);
+        let (code, _, stderr) = collect(work.path(), &all);
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+        assert!(!out.exists(), "{args:?}");
+    }
+}

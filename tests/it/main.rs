@@ -1,6 +1,11 @@
 //! Integration tests: one binary, a module per command.
 
 mod accept;
+mod bench;
+mod bench_accept;
+mod bench_cli;
+mod bench_gpu;
+mod bench_rdma;
 mod catalog;
 mod codes;
 mod containers;

@@ -211,6 +211,56 @@ fn check_json_reads_back() {
     assert_eq!(cpus.overridden_by, Some("GPUENV_CPUS"));
 }
 
+/// `check --json` on the recorded 8x H200 host with its bench results (the constructed run
+/// with a slow GPU 5) and an order that asks for figures: the `bench` field, and the
+/// measured items beside the others.
+fn check_bench_args() -> Vec<String> {
+    let h = host("8x-h200-nvlink");
+    let bench = fixture("bench/results/h200x8-slow-gpu5.json")
+        .to_string_lossy()
+        .into_owned();
+    [
+        "check",
+        "--host-facts",
+        &h,
+        "--expect-gpus",
+        "8",
+        "--expect-bench",
+        "--expect-min-nccl-busbw",
+        "400",
+        "--allow-health",
+        "unknown",
+        "--bench-results",
+        &bench,
+        "--json",
+    ]
+    .map(str::to_string)
+    .to_vec()
+}
+
+#[test]
+fn check_json_with_bench_results() {
+    let args = check_bench_args();
+    let text = stdout(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    snap!("check-bench", serde_json::from_str::<Value>(&text).unwrap());
+}
+
+#[test]
+fn check_json_with_bench_results_reads_back() {
+    let args = check_bench_args();
+    let text = stdout(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let doc: CheckDoc = reads_back("check --json with bench results", &text);
+    let bench = doc.bench.unwrap();
+    assert!(bench.counts_for_acceptance);
+    assert_eq!(bench.figures.len(), 121);
+    assert!(
+        doc.acceptance
+            .iter()
+            .any(|a| a.item == "min_nccl_busbw" && a.pass)
+    );
+    assert!(doc.acceptance.iter().any(|a| a.item == "bench" && !a.pass));
+}
+
 /// `verify --json`'s document, from the catalog's judge (no image to read here).
 fn verify_json() -> String {
     use gpuenv::resolve::GpuAsk;

@@ -1,5 +1,5 @@
-//! Running the real `gpuenv` binary, and making ready what the container tests need of
-//! the machine ([`services`]).
+//! Running the real `gpuenv` binary, and making ready what the container and bench tests
+//! need of the machine ([`services`], or one [`tool`] alone).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Output, Stdio};
@@ -338,6 +338,25 @@ pub fn services() {
     }
 }
 
+/// One tool of `scripts/test-services`, made ready alone: `fio` (the bench's disk tests),
+/// `hugepages` (free pages in the hugetlb pool, for fio's buffer in the disk comparison),
+/// `busybox` (a stand-in image that needs the daemon but none of the services
+/// [`services`] starts). Installed with apt-get (or, for huge pages, reserved) when
+/// missing, once per test process; like [`services`], a test that needs it panics with the script's account when it cannot
+/// be had, and never passes or skips without it.
+pub fn tool(name: &'static str) {
+    use std::collections::BTreeMap;
+    use std::sync::Mutex;
+    static READY: Mutex<BTreeMap<&'static str, Result<(), String>>> = Mutex::new(BTreeMap::new());
+    let mut ready = READY.lock().unwrap_or_else(|e| e.into_inner());
+    let result = ready
+        .entry(name)
+        .or_insert_with(|| provision(&root().join("scripts/test-services"), &[name], &[]));
+    if let Err(why) = result {
+        panic!("{why}");
+    }
+}
+
 /// Runs the provisioning `script` with `args` and `env`, holding an exclusive lock on
 /// `target/test-services/lock` meanwhile: nextest runs each test in a process of its own,
 /// and two processes installing or starting the registry at once would trip over each
@@ -354,7 +373,7 @@ pub fn provision(script: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<(
         .output()
         .map_err(|e| {
             format!(
-                "the container tests need services that `{}` makes ready, but it could not be run: {e}",
+                "these tests need what `{}` makes ready, but it could not be run: {e}",
                 script.display()
             )
         })?;
@@ -376,12 +395,21 @@ pub fn provision(script: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<(
             .collect::<Vec<_>>()
             .join("\n")
     };
+    let again = std::iter::once(
+        script
+            .strip_prefix(root())
+            .unwrap_or(script)
+            .display()
+            .to_string(),
+    )
+    .chain(args.iter().map(|a| a.to_string()))
+    .collect::<Vec<_>>()
+    .join(" ");
     Err(format!(
-        "the container tests need services that `{}` could not make ready (it {}):\n{said}\n\
-         These tests do not skip: fix what it says, then run them again (`{}` alone repeats the check).",
+        "these tests need what `{}` could not make ready (it {}):\n{said}\n\
+         These tests do not skip: fix what it says, then run them again (`{again}` alone repeats the check).",
         script.display(),
         exit_described(out.status),
-        script.strip_prefix(root()).unwrap_or(script).display(),
     ))
 }
 
