@@ -549,6 +549,9 @@ fn check_drivers(ck: &mut Checker<'_>, records: &[(usize, DriverBranch)], cuda: 
                 );
             }
         }
+        if let Some(by) = r.end_of_life_by {
+            end_of_life_by(ck, idx, r, by);
+        }
         if r.architectures.is_empty() {
             ck.report(
                 idx,
@@ -593,6 +596,67 @@ fn check_drivers(ck: &mut Checker<'_>, records: &[(usize, DriverBranch)], cuda: 
         }
     }
     duplicates(ck, records, |r| r.branch, "branch");
+}
+
+/// `end_of_life_by`: the day a list of the supported branches was read without this one. A
+/// full date, not after today (a reading cannot be in the future), after the release, no
+/// earlier than an exact `end_of_life` (the branch cannot be past an end of life that has
+/// not come), with a source whose note names the key (the list read), and not on a branch
+/// that the forward-compatibility table lists as a host (the list that says the others are
+/// past their end of life).
+fn end_of_life_by(ck: &mut Checker<'_>, idx: usize, r: &DriverBranch, by: PartialDate) {
+    let key = || KeyPath::key(crate::db::END_OF_LIFE_BY);
+    if !by.is_full() {
+        ck.report(
+            idx,
+            key(),
+            ProblemKind::BadValue,
+            format!("`end_of_life_by` is the day the list of supported branches was read, `YYYY-MM-DD`, not `{by}`"),
+        );
+    } else if let Some(today) = ck.today.filter(|t| by > *t) {
+        ck.report(
+            idx,
+            key(),
+            ProblemKind::BadValue,
+            format!("`end_of_life_by` {by} is after today ({today})"),
+        );
+    }
+    if r.released.is_some_and(|a| by <= a) {
+        ck.report(
+            idx,
+            key(),
+            ProblemKind::Inconsistent,
+            "the branch cannot be past its end of life before its release",
+        );
+    }
+    if let Some(eol) = r.end_of_life.filter(|e| *e > by) {
+        ck.report(
+            idx,
+            key(),
+            ProblemKind::Inconsistent,
+            format!("the branch cannot be past its end of life on {by} when `end_of_life` is {eol}"),
+        );
+    }
+    if !r.forward_compat.is_empty() {
+        ck.report(
+            idx,
+            key(),
+            ProblemKind::Inconsistent,
+            "a branch the forward-compatibility table lists as a host (`forward_compat`) is not past its end of life by that table",
+        );
+    }
+    if !r
+        .sources
+        .iter()
+        .any(|s| s.note.as_deref().is_some_and(|n| n.contains(crate::db::END_OF_LIFE_BY)))
+    {
+        ck.report(
+            idx,
+            KeyPath::key("sources"),
+            ProblemKind::MissingSources,
+            "name the list of supported branches that `end_of_life_by` was read from: a source whose note says `end_of_life_by`",
+        );
+    }
 }
 
 fn check_gpus(ck: &mut Checker<'_>, records: &[(usize, Gpu)], drivers: &[(usize, DriverBranch)]) {

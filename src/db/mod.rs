@@ -512,6 +512,10 @@ pub fn today() -> Option<PartialDate> {
     (today.year >= 1970).then_some(today)
 }
 
+/// The driver-branch key for "past its end of life by this day"; a source whose note names
+/// it says which list of supported branches was read that day.
+pub const END_OF_LIFE_BY: &str = "end_of_life_by";
+
 /// After how many days the database is old enough that a release newer than any it
 /// knows may well exist: `query` then says so when it is asked about one.
 pub const STALE_AFTER_DAYS: i64 = 90;

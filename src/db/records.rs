@@ -208,6 +208,12 @@ pub struct DriverBranch {
     /// End of support.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end_of_life: Option<PartialDate>,
+    /// Past its end of life no later than this day (`YYYY-MM-DD`): the day a list of
+    /// NVIDIA's that names every supported branch (the forward-compatibility table: "Branches
+    /// not listed in the table above are end of life") was read and did not name this one.
+    /// For branches whose exact end of life no source gives; never later than `end_of_life`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_of_life_by: Option<PartialDate>,
     /// The GPU architectures the branch drives.
     pub architectures: Vec<Architecture>,
     /// CUDA releases (major.minor) whose `cuda-compat` package supports this branch as host.

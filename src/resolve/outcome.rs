@@ -43,6 +43,16 @@ pub(super) fn first_source(sources: &[crate::db::Source]) -> Option<&str> {
     sources.first().map(|s| s.url.as_str())
 }
 
+/// The source a branch's `end_of_life_by` was read from: the one whose note names the key
+/// (the linter requires one), else the first.
+fn end_of_life_by_source(sources: &[crate::db::Source]) -> Option<&str> {
+    sources
+        .iter()
+        .find(|s| s.note.as_deref().is_some_and(|n| n.contains(crate::db::END_OF_LIFE_BY)))
+        .map(|s| s.url.as_str())
+        .or_else(|| first_source(sources))
+}
+
 /// The source of a release's recorded glibc floor: the wheel it was read from (a
 /// `files.pythonhosted.org` address) or, for release notes, the first source; `None` when
 /// the floor is the tag's.
@@ -120,7 +130,10 @@ pub(crate) enum Outcome<'x> {
     /// The driver's branch is past its end of life.
     DriverEndOfLife {
         branch: &'x DriverBranch,
+        /// The end of life, or the day by which the branch was past it.
         eol: &'x PartialDate,
+        /// `eol` is the branch's `end_of_life`; false: its `end_of_life_by`.
+        exact: bool,
     },
     /// No driver given: what the build needs of one.
     NeedsDriver { line: &'x CudaLine<'x> },
@@ -285,7 +298,11 @@ impl Outcome<'_> {
             Outcome::DriverDrives {
                 driver, branch, gpu, ..
             } => unsupported_gpu(h, r, driver, branch, gpu),
-            Outcome::DriverEndOfLife { branch, eol } => h
+            Outcome::DriverEndOfLife {
+                branch,
+                eol,
+                exact: true,
+            } => h
                 .says(format!(
                     "driver branch R{} reached its end of life in {eol}: no more security or bug fixes; ask for a supported branch",
                     branch.branch
@@ -293,6 +310,18 @@ impl Outcome<'_> {
                 .fact("end_of_life", eol)
                 .source(first_source(&branch.sources))
                 .unverified(branch.unverified.iter().any(|u| u == "end_of_life")),
+            Outcome::DriverEndOfLife {
+                branch,
+                eol,
+                exact: false,
+            } => h
+                .says(format!(
+                    "driver branch R{} is past its end of life: NVIDIA's list of supported branches, as read on {eol}, does not name it (the exact date is not recorded); no more security or bug fixes; ask for a supported branch",
+                    branch.branch
+                ))
+                .fact("end_of_life_by", eol)
+                .source(end_of_life_by_source(&branch.sources))
+                .unverified(branch.unverified.iter().any(|u| u == "end_of_life_by")),
             Outcome::NeedsDriver { line } => needs_driver(h, r, line),
             Outcome::Driver {
                 driver,

@@ -104,10 +104,21 @@ pub(crate) fn build_rules<'x>(
     };
     let needs_ptx_jit = gpu_rules(q, branch, v, emit);
     // A branch past its end of life still runs, but gets no fixes, and NVIDIA drops it as a
-    // forward-compatibility host.
+    // forward-compatibility host. The exact date decides where a source gives one; else the
+    // day a list of the supported branches was read without it.
     if let (Some((branch, true)), Some(today)) = (branch, &q.today) {
         if let Some(eol) = branch.end_of_life.as_ref().filter(|e| *e <= today) {
-            emit(Outcome::DriverEndOfLife { branch, eol });
+            emit(Outcome::DriverEndOfLife {
+                branch,
+                eol,
+                exact: true,
+            });
+        } else if let Some(by) = branch.end_of_life_by.as_ref().filter(|e| *e <= today) {
+            emit(Outcome::DriverEndOfLife {
+                branch,
+                eol: by,
+                exact: false,
+            });
         }
     }
     // The driver against the CUDA of the build.

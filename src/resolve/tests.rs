@@ -45,6 +45,7 @@ fn branch(b: u32, archs: &[Architecture], fc: &[&str]) -> DriverBranch {
         latest_version: None,
         released: None,
         end_of_life: None,
+        end_of_life_by: None,
         architectures: archs.to_vec(),
         forward_compat: fc.iter().map(|c| c.parse().unwrap()).collect(),
         checked: None,

@@ -385,3 +385,57 @@ fn gpu_compute_figures_are_dense_numbers() {
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(json(&run).get("bf16_tflops").is_none());
 }
+
+/// `end_of_life_by` is a reading of a list of supported branches: a day, not in the future,
+/// not before an exact end of life, not on a branch the forward-compatibility table lists,
+/// and with the list named in a source.
+#[test]
+fn lint_holds_end_of_life_by_to_what_a_reading_can_say() {
+    let db = crate::support::trimmed_db(&[]);
+    let edit = |file: &str, from: &str, to: &str| {
+        let path = db.path().join("driver").join(file);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains(from), "{file}: {from}");
+        std::fs::write(&path, text.replacen(from, to, 1)).unwrap();
+    };
+    // A month, not the day it was read.
+    edit("r525.toml", "end_of_life_by = \"2026-12-01\"", "end_of_life_by = \"2026-12\"");
+    // A day after today.
+    edit("r470.toml", "end_of_life_by = \"2026-12-01\"", "end_of_life_by = \"9999-01-01\"");
+    // Past its end of life by a day on which its exact end of life had not come.
+    edit("r535.toml", "end_of_life = \"2026-06\"", "end_of_life = \"2026-06\"\nend_of_life_by = \"2026-01-05\"");
+    // No source names the list read.
+    edit("r550.toml", "note = \"end_of_life_by: ", "note = \"");
+    let run = gpuenv(&["db", "lint", "--json", "--db", db.path().to_str().unwrap()]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let problems: Vec<(String, String, String)> = json(&run)["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["file"].as_str().unwrap().to_string(),
+                p["kind"].as_str().unwrap().to_string(),
+                p["key"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    let expected = [
+        ("driver/r525.toml", "bad-value", "end_of_life_by"),
+        ("driver/r470.toml", "bad-value", "end_of_life_by"),
+        // r535: its exact end of life is later, the table lists it as a host, and no
+        // source of it names the key.
+        ("driver/r535.toml", "inconsistent", "end_of_life_by"),
+        ("driver/r535.toml", "inconsistent", "end_of_life_by"),
+        ("driver/r535.toml", "missing-sources", "sources"),
+        ("driver/r550.toml", "missing-sources", "sources"),
+    ];
+    let mut got = problems.clone();
+    got.sort();
+    let mut want: Vec<(String, String, String)> = expected
+        .iter()
+        .map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string()))
+        .collect();
+    want.sort();
+    assert_eq!(got, want, "{problems:#?}");
+}

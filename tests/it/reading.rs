@@ -213,6 +213,53 @@ fn driver_branches_read_the_same_in_query_and_show() {
     assert_eq!(doc["readings"], serde_json::json!([]));
 }
 
+/// A branch is read as its first release, and that release is NVIDIA's first tag, not the
+/// first toolkit driver: 550.40.07 predates 550.54.14, CUDA 12.4's minimum, so a host typed
+/// as `550` is not promised native CUDA 12.4 (the 2026-12b audit's rows 58-59).
+#[test]
+fn a_branch_reads_as_its_first_tagged_release_below_the_toolkit_driver() {
+    let args = ["--torch", "2.5.1+cu124", "--python", "3.11", "--gpu", "H100", "--driver", "550"];
+    let (_, doc) = query(&args);
+    let reading = doc["readings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["input"] == "--driver")
+        .unwrap_or_else(|| panic!("{doc:#}"));
+    assert_eq!(reading["read_as"], "550.40.07", "{reading}");
+    assert!(
+        reading["note"].as_str().unwrap().contains("earliest R550 release"),
+        "{reading}"
+    );
+    let s = &doc["stacks"][0];
+    assert_eq!(s["status"], "conditional", "{s:#}");
+    let codes: Vec<&str> = s["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["code"].as_str().unwrap())
+        .collect();
+    assert!(codes.contains(&"driver-minor-version-compat"), "{codes:?}");
+    assert!(!codes.contains(&"driver-native"), "{codes:?}");
+    let human = gpuenv(&[&["query"][..], &args[..]].concat());
+    assert!(
+        human.stdout.contains("--driver 550: `550` is a branch: read as 550.40.07"),
+        "{}",
+        human.stdout
+    );
+    assert!(human.stdout.contains("minor-version"), "{}", human.stdout);
+
+    // R575 likewise: 575.51.02 is below CUDA 12.9's 575.51.03.
+    let (_, doc) = query(&["--driver", "575", "--gpu", "H100 SXM"]);
+    let reading = doc["readings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["input"] == "--driver")
+        .unwrap_or_else(|| panic!("{doc:#}"));
+    assert_eq!(reading["read_as"], "575.51.02", "{reading}");
+}
+
 #[test]
 fn bare_versions_mean_a_series() {
     let torches = |args: &[&str]| -> Vec<String> {
@@ -449,6 +496,55 @@ fn a_driver_branch_past_its_end_of_life_gets_a_finding() {
             .unwrap()
             .iter()
             .any(|f| f["code"] == "driver-end-of-life")
+    );
+}
+
+/// R525 and R470 have no exact end of life from NVIDIA, but NVIDIA's forward-compatibility
+/// table, which says the branches it does not list are end of life, did not list them on the
+/// day it was read: a host on them is warned, with the day and the table cited.
+#[test]
+fn a_branch_the_supported_list_leaves_out_is_past_its_end_of_life() {
+    for (driver, torch, branch) in [
+        ("525.147.05", "2.1.2+cu121", "R525"),
+        ("470.239.06", "2.0.1+cu118", "R470"),
+    ] {
+        let (_, doc) = query(&["--driver", driver, "--gpu", "A10", "--torch", torch]);
+        let s = &doc["stacks"][0];
+        let f = s["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["code"] == "driver-end-of-life")
+            .unwrap_or_else(|| panic!("{driver}: {s:#}"));
+        assert_eq!(f["severity"], "warning", "{f}");
+        assert_eq!(f["facts"]["end_of_life_by"], "2026-12-01", "{f}");
+        let m = f["message"].as_str().unwrap();
+        assert!(
+            m.contains(&format!("driver branch {branch} is past its end of life")) && m.contains("2026-12-01"),
+            "{m}"
+        );
+        assert_eq!(
+            f["source"], "https://docs.nvidia.com/deploy/cuda-compatibility/forward-compatibility.html",
+            "{f}"
+        );
+        let human = gpuenv(&["query", "--driver", driver, "--gpu", "A10", "--torch", torch]);
+        assert!(
+            human.stdout.contains(&format!("warn driver-end-of-life: driver branch {branch}")),
+            "{}",
+            human.stdout
+        );
+        let show = gpuenv(&["show", "driver", driver]);
+        assert!(show.stdout.contains("end_of_life_by  2026-12-01"), "{}", show.stdout);
+    }
+    // A branch the table lists (R590, a forward-compatibility host) is not warned.
+    let (_, doc) = query(&["--driver", "590.48.01", "--gpu", "H100 SXM", "--torch", "2.15.0"]);
+    assert!(
+        !doc["stacks"][0]["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["code"] == "driver-end-of-life"),
+        "{doc:#}"
     );
 }
 
