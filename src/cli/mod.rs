@@ -1019,11 +1019,11 @@ fn show(cli: &Cli, args: &ShowArgs, out: &mut dyn Write, styles: report::Styles)
             Found::Gpu(_) => db.gpu_match(&args.name).ok().and_then(|m| m.why),
             _ => None,
         };
-        report::show(out, found, why.as_deref(), args.json)?;
+        report::show(out, found, why.as_deref(), crate::db::today(), args.json)?;
         return Ok(Exit::Ok);
     };
     if !judged {
-        report::show(out, found, None, args.json)?;
+        report::show(out, found, None, crate::db::today(), args.json)?;
         return Ok(Exit::Ok);
     }
     let mut target = crate::verify::Target::default();

@@ -645,11 +645,11 @@ fn end_of_life_by(ck: &mut Checker<'_>, idx: usize, r: &DriverBranch, by: Partia
             "a branch the forward-compatibility table lists as a host (`forward_compat`) is not past its end of life by that table",
         );
     }
-    if !r
-        .sources
-        .iter()
-        .any(|s| s.note.as_deref().is_some_and(|n| n.contains(crate::db::END_OF_LIFE_BY)))
-    {
+    if !r.sources.iter().any(|s| {
+        s.note
+            .as_deref()
+            .is_some_and(|n| n.contains(crate::db::END_OF_LIFE_BY))
+    }) {
         ck.report(
             idx,
             KeyPath::key("sources"),

@@ -409,6 +409,23 @@ impl Found<'_> {
             Found::Efficiency(_) => Kind::Efficiency,
         }
     }
+
+    /// The day the record's facts were last checked against its sources.
+    pub fn checked(&self) -> Option<crate::model::PartialDate> {
+        match self {
+            Found::Gpu(r) => r.checked,
+            Found::Cuda(r) => r.checked,
+            Found::Cudnn(r) => r.checked,
+            Found::Torch(r) => r.checked,
+            Found::Driver(r) => r.checked,
+            Found::Python(r) => r.checked,
+            Found::Image(r) => r.checked,
+            Found::Package(r) => r.checked,
+            Found::Model(r) => r.checked,
+            Found::Xid(r) => r.checked,
+            Found::Efficiency(r) => r.checked,
+        }
+    }
 }
 
 /// No record, or more than one, answers to a name.

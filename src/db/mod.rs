@@ -444,6 +444,26 @@ impl Db {
     /// The database's date: the newest `checked` date of its records, the last day its
     /// curators checked facts against their sources. `None` when no record has one.
     pub fn date(&self) -> Option<PartialDate> {
+        self.checked_dates().flatten().max()
+    }
+
+    /// The oldest `checked` of its records: the record longest without a look at its
+    /// sources.
+    pub fn oldest_checked(&self) -> Option<PartialDate> {
+        self.checked_dates().flatten().min()
+    }
+
+    /// How many records were checked more than [`STALE_AFTER_DAYS`] before the database's
+    /// date: the ones the curation since has passed by. Measured against the database's own
+    /// date, not the clock, so that the count is a fact of the data (`db stats`, mirrored
+    /// in compat-db/README.md); `show` judges one record against today.
+    pub fn stale_records(&self) -> usize {
+        let newest = self.date();
+        self.checked_dates().filter(|c| is_stale(*c, newest)).count()
+    }
+
+    /// Every record's `checked` date, `None` for one made at run time without it.
+    fn checked_dates(&self) -> impl Iterator<Item = Option<PartialDate>> + '_ {
         let python = self.python.iter().map(|r| r.checked);
         let torch = self.torch.iter().map(|r| r.checked);
         let cuda = self.cuda.iter().map(|r| r.checked);
@@ -466,8 +486,6 @@ impl Db {
             .chain(models)
             .chain(xids)
             .chain(efficiencies)
-            .flatten()
-            .max()
     }
 
     /// Whether the database is older than [`STALE_AFTER_DAYS`] on `today`; false when
@@ -527,6 +545,11 @@ pub fn is_stale(date: Option<PartialDate>, today: Option<PartialDate>) -> bool {
         (Some(d), Some(t)) => t.days() - d.days() > STALE_AFTER_DAYS,
         _ => false,
     }
+}
+
+/// How many days before `today` a record was `checked`; `None` when either is unknown.
+pub fn age_days(checked: Option<PartialDate>, today: Option<PartialDate>) -> Option<i64> {
+    Some(today?.days() - checked?.days())
 }
 
 /// Every problem's message terminal-safe, and cut to an excerpt when it is long: a message

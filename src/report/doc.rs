@@ -150,6 +150,13 @@ pub struct ShowDoc<R> {
     pub schema_version: u32,
     /// The kind of record.
     pub kind: Kind,
+    /// Days from the record's `checked` to today, by the clock; absent for a record
+    /// without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub age_days: Option<i64>,
+    /// `checked` lies more than 90 days back: the facts may have changed since.
+    #[serde(default)]
+    pub stale: bool,
     /// The record.
     #[serde(flatten)]
     pub record: R,
@@ -265,8 +272,21 @@ pub struct StatsDoc {
     pub schema_version: u32,
     /// The database's date.
     pub db_date: Option<PartialDate>,
+    /// The oldest `checked` of its records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oldest_checked: Option<PartialDate>,
+    /// Records checked more than 90 days (`stale_after_days`) before `db_date`.
+    #[serde(default)]
+    pub stale_records: usize,
+    /// The age, in days, past which a record or the database counts as stale.
+    #[serde(default = "stale_after_days")]
+    pub stale_after_days: i64,
     /// Coverage per kind.
     pub kinds: Vec<KindStats>,
+}
+
+fn stale_after_days() -> i64 {
+    crate::db::STALE_AFTER_DAYS
 }
 
 /// Coverage of one kind, in [`StatsDoc`].

@@ -46,6 +46,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::db::{Db, Found, Kind, Problem};
+use crate::model::PartialDate;
 use crate::text::terminal_safe;
 use crate::upstream::Summary;
 
@@ -197,13 +198,30 @@ pub fn write_json(out: &mut dyn Write, value: &impl Serialize) -> io::Result<()>
     writeln!(out)
 }
 
-/// `{"schema_version": 1, "kind": ..., ...record}`.
-pub fn show_json(found: Found<'_>) -> doc::ShowDoc<Found<'_>> {
+/// `{"schema_version": 1, "kind": ..., "age_days": ..., "stale": ..., ...record}`, the
+/// record's age counted to `today` (the clock's date, given so that tests can fix it).
+pub fn show_json(found: Found<'_>, today: Option<PartialDate>) -> doc::ShowDoc<Found<'_>> {
+    let age_days = crate::db::age_days(found.checked(), today);
     doc::ShowDoc {
         schema_version: SCHEMA_VERSION,
         kind: found.kind(),
+        age_days,
+        stale: age_days.is_some_and(|d| d > crate::db::STALE_AFTER_DAYS),
         record: found,
     }
+}
+
+/// The warning `show` prints above a record whose `checked` is more than 90 days before
+/// `today`: its facts may have moved on since (a new driver release, a corrected table).
+pub fn stale_record_warning(found: Found<'_>, today: Option<PartialDate>) -> Option<String> {
+    let checked = found.checked()?;
+    let days = crate::db::age_days(Some(checked), today)?;
+    (days > crate::db::STALE_AFTER_DAYS).then(|| {
+        format!(
+            "warn: checked {checked}, {days} days ago (more than {}): its facts may have changed since; compare them with the sources below",
+            crate::db::STALE_AFTER_DAYS
+        )
+    })
 }
 
 /// The title line of a record.
@@ -310,9 +328,15 @@ fn collect_sources(v: &Value, acc: &mut Vec<(String, Option<String>)>) {
 /// `gpuenv show`: one record with its sources.
 /// `note`: how the name was read when it names more than one record (a GPU name such as
 /// `A100`), printed under the title.
-pub fn show(out: &mut dyn Write, found: Found<'_>, note: Option<&str>, json_out: bool) -> io::Result<()> {
+pub fn show(
+    out: &mut dyn Write,
+    found: Found<'_>,
+    note: Option<&str>,
+    today: Option<PartialDate>,
+    json_out: bool,
+) -> io::Result<()> {
     if json_out {
-        return write_json(out, &show_json(found));
+        return write_json(out, &show_json(found, today));
     }
     let value = serde_json::to_value(found).map_err(io::Error::other)?;
     let Value::Object(fields) = &value else {
@@ -327,6 +351,9 @@ pub fn show(out: &mut dyn Write, found: Found<'_>, note: Option<&str>, json_out:
     )?;
     if let Some(n) = note {
         writeln!(out, "  read: {n}")?;
+    }
+    if let Some(w) = stale_record_warning(found, today) {
+        writeln!(out, "  {w}")?;
     }
     write_fields(out, fields, "  ")?;
     let mut sources = Vec::new();
@@ -465,6 +492,9 @@ pub fn stats(out: &mut dyn Write, db: &Db, json_out: bool) -> io::Result<()> {
             &doc::StatsDoc {
                 schema_version: SCHEMA_VERSION,
                 db_date: date,
+                oldest_checked: db.oldest_checked(),
+                stale_records: db.stale_records(),
+                stale_after_days: crate::db::STALE_AFTER_DAYS,
                 kinds,
             },
         );
@@ -487,6 +517,15 @@ pub fn stats(out: &mut dyn Write, db: &Db, json_out: bool) -> io::Result<()> {
         out,
         "date: {} (the newest `checked` of its records)",
         date.map_or_else(|| "unknown".to_string(), |d| d.to_string())
+    )?;
+    let stale = db.stale_records();
+    writeln!(
+        out,
+        "oldest: {} ({stale} record{} checked more than {} days before the newest)",
+        db.oldest_checked()
+            .map_or_else(|| "unknown".to_string(), |d| d.to_string()),
+        if stale == 1 { "" } else { "s" },
+        crate::db::STALE_AFTER_DAYS
     )
 }
 
@@ -564,6 +603,40 @@ pub fn refresh(out: &mut dyn Write, s: &Summary, json_out: bool) -> io::Result<(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `show`'s freshness against a fixed clock: 90 days is still fresh, 91 is not, and
+    /// text and JSON say the same.
+    #[test]
+    fn a_record_checked_more_than_90_days_back_is_called_stale() {
+        let db = crate::db::Db::embedded().unwrap();
+        let mut branch = db.drivers.iter().find(|d| d.branch == 535).unwrap().clone();
+        branch.checked = Some("2026-01-01".parse().unwrap());
+        let found = Found::Driver(&branch);
+        let day = |s: &str| Some(s.parse::<PartialDate>().unwrap());
+        // 2026-04-01 is 90 days after 2026-01-01.
+        assert_eq!(stale_record_warning(found, day("2026-04-01")), None);
+        let doc = show_json(found, day("2026-04-01"));
+        assert_eq!((doc.age_days, doc.stale), (Some(90), false));
+        let w = stale_record_warning(found, day("2026-04-02")).unwrap();
+        assert!(
+            w.starts_with("warn: checked 2026-01-01, 91 days ago (more than 90)"),
+            "{w}"
+        );
+        let doc = show_json(found, day("2026-04-02"));
+        assert_eq!((doc.age_days, doc.stale), (Some(91), true));
+        let mut text = Vec::new();
+        show(&mut text, found, None, day("2026-04-02"), false).unwrap();
+        let text = String::from_utf8(text).unwrap();
+        assert_eq!(text.lines().nth(1), Some(format!("  {w}").as_str()), "{text}");
+        // No clock, or no `checked`: no age, nothing said.
+        assert_eq!(stale_record_warning(found, None), None);
+        assert_eq!(show_json(found, None).age_days, None);
+        branch.checked = None;
+        assert_eq!(
+            stale_record_warning(Found::Driver(&branch), day("2030-01-01")),
+            None
+        );
+    }
 
     #[test]
     fn each_formatted_line_is_made_safe_and_only_its_own_end_is_kept() {

@@ -291,13 +291,13 @@ pub fn show_judged(
         return write_json(
             out,
             &ShowJudgedDoc {
-                show: super::show_json(found),
+                show: super::show_json(found, crate::db::today()),
                 db_date,
                 verdict: CatalogVerdict::from(v.clone()),
             },
         );
     }
-    super::show(out, found, None, false)?;
+    super::show(out, found, None, crate::db::today(), false)?;
     writeln!(out)?;
     verdict(out, v, styles)
 }

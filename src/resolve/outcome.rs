@@ -48,7 +48,11 @@ pub(super) fn first_source(sources: &[crate::db::Source]) -> Option<&str> {
 fn end_of_life_by_source(sources: &[crate::db::Source]) -> Option<&str> {
     sources
         .iter()
-        .find(|s| s.note.as_deref().is_some_and(|n| n.contains(crate::db::END_OF_LIFE_BY)))
+        .find(|s| {
+            s.note
+                .as_deref()
+                .is_some_and(|n| n.contains(crate::db::END_OF_LIFE_BY))
+        })
         .map(|s| s.url.as_str())
         .or_else(|| first_source(sources))
 }

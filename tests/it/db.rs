@@ -399,11 +399,23 @@ fn lint_holds_end_of_life_by_to_what_a_reading_can_say() {
         std::fs::write(&path, text.replacen(from, to, 1)).unwrap();
     };
     // A month, not the day it was read.
-    edit("r525.toml", "end_of_life_by = \"2026-12-01\"", "end_of_life_by = \"2026-12\"");
+    edit(
+        "r525.toml",
+        "end_of_life_by = \"2026-12-01\"",
+        "end_of_life_by = \"2026-12\"",
+    );
     // A day after today.
-    edit("r470.toml", "end_of_life_by = \"2026-12-01\"", "end_of_life_by = \"9999-01-01\"");
+    edit(
+        "r470.toml",
+        "end_of_life_by = \"2026-12-01\"",
+        "end_of_life_by = \"9999-01-01\"",
+    );
     // Past its end of life by a day on which its exact end of life had not come.
-    edit("r535.toml", "end_of_life = \"2026-06\"", "end_of_life = \"2026-06\"\nend_of_life_by = \"2026-01-05\"");
+    edit(
+        "r535.toml",
+        "end_of_life = \"2026-06\"",
+        "end_of_life = \"2026-06\"\nend_of_life_by = \"2026-01-05\"",
+    );
     // No source names the list read.
     edit("r550.toml", "note = \"end_of_life_by: ", "note = \"");
     let run = gpuenv(&["db", "lint", "--json", "--db", db.path().to_str().unwrap()]);

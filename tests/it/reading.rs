@@ -218,7 +218,16 @@ fn driver_branches_read_the_same_in_query_and_show() {
 /// as `550` is not promised native CUDA 12.4 (the 2026-12b audit's rows 58-59).
 #[test]
 fn a_branch_reads_as_its_first_tagged_release_below_the_toolkit_driver() {
-    let args = ["--torch", "2.5.1+cu124", "--python", "3.11", "--gpu", "H100", "--driver", "550"];
+    let args = [
+        "--torch",
+        "2.5.1+cu124",
+        "--python",
+        "3.11",
+        "--gpu",
+        "H100",
+        "--driver",
+        "550",
+    ];
     let (_, doc) = query(&args);
     let reading = doc["readings"]
         .as_array()
@@ -228,7 +237,10 @@ fn a_branch_reads_as_its_first_tagged_release_below_the_toolkit_driver() {
         .unwrap_or_else(|| panic!("{doc:#}"));
     assert_eq!(reading["read_as"], "550.40.07", "{reading}");
     assert!(
-        reading["note"].as_str().unwrap().contains("earliest R550 release"),
+        reading["note"]
+            .as_str()
+            .unwrap()
+            .contains("earliest R550 release"),
         "{reading}"
     );
     let s = &doc["stacks"][0];
@@ -243,7 +255,9 @@ fn a_branch_reads_as_its_first_tagged_release_below_the_toolkit_driver() {
     assert!(!codes.contains(&"driver-native"), "{codes:?}");
     let human = gpuenv(&[&["query"][..], &args[..]].concat());
     assert!(
-        human.stdout.contains("--driver 550: `550` is a branch: read as 550.40.07"),
+        human
+            .stdout
+            .contains("--driver 550: `550` is a branch: read as 550.40.07"),
         "{}",
         human.stdout
     );
@@ -520,7 +534,8 @@ fn a_branch_the_supported_list_leaves_out_is_past_its_end_of_life() {
         assert_eq!(f["facts"]["end_of_life_by"], "2026-12-01", "{f}");
         let m = f["message"].as_str().unwrap();
         assert!(
-            m.contains(&format!("driver branch {branch} is past its end of life")) && m.contains("2026-12-01"),
+            m.contains(&format!("driver branch {branch} is past its end of life"))
+                && m.contains("2026-12-01"),
             "{m}"
         );
         assert_eq!(
@@ -529,12 +544,18 @@ fn a_branch_the_supported_list_leaves_out_is_past_its_end_of_life() {
         );
         let human = gpuenv(&["query", "--driver", driver, "--gpu", "A10", "--torch", torch]);
         assert!(
-            human.stdout.contains(&format!("warn driver-end-of-life: driver branch {branch}")),
+            human
+                .stdout
+                .contains(&format!("warn driver-end-of-life: driver branch {branch}")),
             "{}",
             human.stdout
         );
         let show = gpuenv(&["show", "driver", driver]);
-        assert!(show.stdout.contains("end_of_life_by  2026-12-01"), "{}", show.stdout);
+        assert!(
+            show.stdout.contains("end_of_life_by  2026-12-01"),
+            "{}",
+            show.stdout
+        );
     }
     // A branch the table lists (R590, a forward-compatibility host) is not warned.
     let (_, doc) = query(&["--driver", "590.48.01", "--gpu", "H100 SXM", "--torch", "2.15.0"]);

@@ -227,3 +227,51 @@ fn broken_pipe_is_not_an_error() {
     assert_eq!(status.code(), Some(0), "{err}");
     assert!(err.is_empty(), "{err}");
 }
+
+/// A record checked more than 90 days before today is shown with a warning, in text and
+/// JSON; one checked today is not. The dates are written relative to the real clock.
+#[test]
+fn a_record_checked_long_ago_is_shown_with_a_warning() {
+    let db = crate::support::trimmed_db(&[]);
+    let set_checked = |file: &str, date: &str| {
+        let path = db.path().join(file);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let dated: Vec<String> = text
+            .lines()
+            .map(|l| {
+                if l.starts_with("checked = ") {
+                    format!("checked = \"{date}\"")
+                } else {
+                    l.to_string()
+                }
+            })
+            .collect();
+        std::fs::write(&path, dated.join("\n") + "\n").unwrap();
+    };
+    let today = gpuenv::db::today().unwrap();
+    set_checked("driver/r535.toml", "2025-01-15");
+    set_checked("driver/r580.toml", &today.to_string());
+    let dir = db.path().to_str().unwrap();
+
+    let old = gpuenv(&["--db", dir, "show", "driver", "535"]);
+    assert_eq!(old.code, 0, "{}", old.stderr);
+    let warn = old.stdout.lines().nth(1).unwrap_or_default();
+    assert!(
+        warn.starts_with("  warn: checked 2025-01-15, ") && warn.contains("days ago (more than 90)"),
+        "{}",
+        old.stdout
+    );
+    let doc = json(&gpuenv(&["--db", dir, "show", "driver", "535", "--json"]));
+    assert_eq!(doc["stale"], true, "{doc}");
+    assert!(doc["age_days"].as_i64().unwrap() > 90, "{doc}");
+    assert_eq!(doc["checked"], "2025-01-15");
+
+    let fresh = gpuenv(&["--db", dir, "show", "driver", "580"]);
+    assert_eq!(fresh.code, 0, "{}", fresh.stderr);
+    assert!(!fresh.stdout.contains("warn:"), "{}", fresh.stdout);
+    let doc = json(&gpuenv(&["--db", dir, "show", "driver", "580", "--json"]));
+    assert_eq!(
+        (doc["stale"].clone(), doc["age_days"].clone()),
+        (serde_json::json!(false), serde_json::json!(0))
+    );
+}

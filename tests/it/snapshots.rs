@@ -67,6 +67,8 @@ macro_rules! snap {
                 // come (a probe's duration, an age in days), it is redacted here.
                 ".**.elapsed_ms" => "[duration]",
                 ".**.age_days" => "[days]",
+                // A record's staleness in `show` is its age against the clock.
+                ".stale" => "[clock]",
             });
         })
     };

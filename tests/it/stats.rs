@@ -46,3 +46,46 @@ fn compat_db_readme_shows_current_stats() {
         "compat-db/README.md's stats block is stale: paste `gpuenv db stats`"
     );
 }
+
+/// `db stats` names the oldest `checked` and counts the records checked more than 90 days
+/// before the database's date (its newest `checked`), in text and JSON.
+#[test]
+fn stats_name_the_oldest_check_and_count_records_left_behind() {
+    let db = crate::support::trimmed_db(&[]);
+    let dir = db.path().to_str().unwrap();
+    let before = json(&gpuenv(&["--db", dir, "db", "stats", "--json"]));
+    assert_eq!(before["stale_after_days"], 90);
+    let stale_before = before["stale_records"].as_u64().unwrap();
+    for file in ["driver/r535.toml", "gpu/h100-sxm.toml"] {
+        let path = db.path().join(file);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let dated: Vec<String> = text
+            .lines()
+            .map(|l| {
+                if l.starts_with("checked = ") {
+                    "checked = \"2025-01-15\"".to_string()
+                } else {
+                    l.to_string()
+                }
+            })
+            .collect();
+        std::fs::write(&path, dated.join("\n") + "\n").unwrap();
+    }
+    let run = gpuenv(&["--db", dir, "db", "stats", "--json"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let doc = json(&run);
+    assert_eq!(doc["oldest_checked"], "2025-01-15");
+    assert_eq!(doc["stale_records"].as_u64().unwrap(), stale_before + 2, "{doc}");
+    assert_eq!(doc["db_date"], before["db_date"], "the newest check is unchanged");
+    let human = gpuenv(&["--db", dir, "db", "stats"]);
+    let last = human.stdout.lines().last().unwrap_or_default();
+    assert_eq!(
+        last,
+        format!(
+            "oldest: 2025-01-15 ({} records checked more than 90 days before the newest)",
+            stale_before + 2
+        ),
+        "{}",
+        human.stdout
+    );
+}
