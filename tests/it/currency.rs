@@ -236,9 +236,14 @@ fn facts_the_audit_confirmed_are_no_longer_unverified() {
         "{u:?}"
     );
     assert!(unverified(variant(&t, "cu130")).is_empty());
-    // triton is a `~=` pin's lower bound and stays marked.
+    // triton is a `~=` pin's lower bound and stays marked; torchvision 0.29.2 pins no torch
+    // exactly (torch>=2.14.0), so its pairing, by upload day, is marked too.
     let t = show("torch", "2.15.0");
-    assert_eq!(unverified(&t), vec!["triton".to_string()]);
+    assert_eq!(
+        unverified(&t),
+        vec!["torchvision".to_string(), "triton".to_string()]
+    );
+    assert_eq!(t["torchvision"], "0.29.2");
     assert_eq!(t["requires_python"], ">=3.11");
     assert_eq!(t["pypi_default"], "cu132");
     for c in ["12.3.2", "13.3.0", "13.3.1"] {
