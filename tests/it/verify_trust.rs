@@ -280,14 +280,14 @@ fn an_ngc_release_under_a_mirror_name_is_checked_against_the_catalog() {
     }
     // A release the catalog does not know: nothing to compare, and the report says so.
     let path = dir.path().join("ngc-unknown.tar");
-    std::fs::write(&path, ngc_image_named("nvcr.io/nvidia/pytorch:24.09-py3")).unwrap();
+    std::fs::write(&path, ngc_image_named("nvcr.io/nvidia/pytorch:25.07-py3")).unwrap();
     let (_, doc) = verify(&[&format!("docker-archive:{}", path.display())]);
     let none = with_code(&doc, "image-claims-none");
     assert_eq!(none.len(), 1, "{:#}", doc["findings"]);
     assert!(
         none[0]
             .1
-            .contains("NGC release 24.09, which compat-db has no record of"),
+            .contains("NGC release 25.07, which compat-db has no record of"),
         "{none:?}"
     );
 }
@@ -906,9 +906,10 @@ fn target_flags_are_read_as_query_reads_them() {
     );
     for (driver, read_as) in [
         ("535", "535.43.02"),
-        ("R550", "550.54.14"),
-        ("r550", "550.54.14"),
-        ("550.x", "550.54.14"),
+        // R550's first release is its first tag, 550.40.07 (before CUDA 12.4's 550.54.14).
+        ("R550", "550.40.07"),
+        ("r550", "550.40.07"),
+        ("550.x", "550.40.07"),
     ] {
         let (_, doc) = verify(&[&image, "--driver", driver, "--gpu", "H100 SXM"]);
         assert_eq!(doc["target"]["driver"], read_as, "{driver}");
