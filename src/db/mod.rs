@@ -59,11 +59,14 @@ pub enum Kind {
     Xid,
     /// `efficiency/matmul-bf16.toml`: how much of a datasheet figure a measurement reaches.
     Efficiency,
+    /// `foreign-gpu/amd-instinct-mi300x.toml`: a GPU gpuenv does not serve, named to refuse it.
+    #[serde(rename = "foreign-gpu")]
+    ForeignGpu,
 }
 
 impl Kind {
     /// Every kind, in the order reports list them.
-    pub const ALL: [Kind; 11] = [
+    pub const ALL: [Kind; 12] = [
         Kind::Gpu,
         Kind::Driver,
         Kind::Cuda,
@@ -75,6 +78,7 @@ impl Kind {
         Kind::Model,
         Kind::Xid,
         Kind::Efficiency,
+        Kind::ForeignGpu,
     ];
 
     /// The directory name, which is also the name on the command line.
@@ -91,6 +95,7 @@ impl Kind {
             Kind::Model => "model",
             Kind::Xid => "xid",
             Kind::Efficiency => "efficiency",
+            Kind::ForeignGpu => "foreign-gpu",
         }
     }
 }
@@ -328,6 +333,8 @@ pub struct Db {
     pub xids: Vec<Xid>,
     /// Expected efficiencies of measured figures (`gpuenv bench`), by id.
     pub efficiencies: Vec<Efficiency>,
+    /// GPUs gpuenv does not serve, by id.
+    pub foreign_gpus: Vec<ForeignGpu>,
 }
 
 static EMBEDDED: OnceLock<Result<Db, Vec<Problem>>> = OnceLock::new();
@@ -394,6 +401,8 @@ impl Db {
             #[serde(default)]
             xid: BTreeMap<String, Xid>,
             efficiency: BTreeMap<String, Efficiency>,
+            #[serde(default, rename = "foreign-gpu")]
+            foreign_gpu: BTreeMap<String, ForeignGpu>,
         }
         fn ids<T>(map: BTreeMap<String, T>, set: impl Fn(&mut T, String)) -> Vec<T> {
             map.into_iter()
@@ -416,6 +425,7 @@ impl Db {
             models: ids(blob.model, |r, id| r.id = id),
             xids: ids(blob.xid, |r, id| r.id = id),
             efficiencies: ids(blob.efficiency, |r, id| r.id = id),
+            foreign_gpus: ids(blob.foreign_gpu, |r, id| r.id = id),
         };
         db.sort();
         Some(db)
@@ -433,6 +443,7 @@ impl Db {
         self.packages.sort_by(|a, b| a.name.cmp(&b.name));
         self.models.sort_by(|a, b| a.id.cmp(&b.id));
         self.xids.sort_by_key(|x| x.code);
+        self.foreign_gpus.sort_by(|a, b| a.id.cmp(&b.id));
         self.efficiencies.sort_by(|a, b| a.id.cmp(&b.id));
     }
 
@@ -455,6 +466,7 @@ impl Db {
         let models = self.models.iter().map(|r| r.checked);
         let xids = self.xids.iter().map(|r| r.checked);
         let efficiencies = self.efficiencies.iter().map(|r| r.checked);
+        let foreign = self.foreign_gpus.iter().map(|r| r.checked);
         python
             .chain(torch)
             .chain(cuda)
@@ -466,6 +478,7 @@ impl Db {
             .chain(models)
             .chain(xids)
             .chain(efficiencies)
+            .chain(foreign)
             .flatten()
             .max()
     }
@@ -490,6 +503,7 @@ impl Db {
             Kind::Model => self.models.len(),
             Kind::Xid => self.xids.len(),
             Kind::Efficiency => self.efficiencies.len(),
+            Kind::ForeignGpu => self.foreign_gpus.len(),
         }
     }
 }
@@ -562,6 +576,7 @@ mod tests {
         same(&fast.packages, &checked.packages);
         same(&fast.models, &checked.models);
         same(&fast.xids, &checked.xids);
+        same(&fast.foreign_gpus, &checked.foreign_gpus);
         same(&fast.efficiencies, &checked.efficiencies);
     }
 

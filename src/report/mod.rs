@@ -219,6 +219,7 @@ fn title(found: Found<'_>) -> String {
         Found::Model(m) => m.name.clone(),
         Found::Xid(x) => format!("Xid {}: {}", x.code, x.description),
         Found::Efficiency(e) => format!("Expected efficiency of {} against {}", e.metric, e.basis.key()),
+        Found::ForeignGpu(f) => f.refusal(),
         Found::Image(i) => match &i.tag {
             Some(tag) => format!("{}:{tag}", i.repository),
             None => format!(
@@ -444,6 +445,7 @@ fn kind_stats(db: &Db) -> Vec<doc::KindStats> {
                 Kind::Model => (count(&db.models), None),
                 Kind::Xid => (count(&db.xids), None),
                 Kind::Efficiency => (count(&db.efficiencies), None),
+                Kind::ForeignGpu => (count(&db.foreign_gpus), None),
             };
             doc::KindStats {
                 kind,
