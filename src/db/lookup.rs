@@ -1159,10 +1159,10 @@ mod tests {
         for name in [
             "A100 96G",
             "A100 SXM5",
-            "RTX 4090 48G",
+            "RTX 4090 32G",
             "H100 PCIe HBM3",
             "H100 sm_80",
-            "H20 141G",
+            "H20 192G",
             "RTX 6000",
         ] {
             assert!(
@@ -1183,6 +1183,96 @@ mod tests {
         // A different model word is a different GPU.
         assert_eq!(covered("RTX 4090"), ["RTX 4090"]);
         assert_eq!(covered("A10"), ["A10"]);
+    }
+
+    /// A size written in the name chooses the record of that size; a size no record of
+    /// the GPU has is an error naming the sizes there are.
+    #[test]
+    fn a_memory_size_chooses_the_record_of_that_size() {
+        for (name, want) in [
+            ("RTX 4060 Ti 16GB", "RTX 4060 Ti 16GB"),
+            ("RTX 4060 Ti 16G", "RTX 4060 Ti 16GB"),
+            ("4060 Ti 16 GB", "RTX 4060 Ti 16GB"),
+            ("RTX 4060 Ti 8GB", "RTX 4060 Ti"),
+            ("RTX 5060 Ti 16GB", "RTX 5060 Ti 16GB"),
+            ("RTX 4090 48G", "RTX 4090 48GB"),
+            ("4090 48GB", "RTX 4090 48GB"),
+            ("RTX 4090 24GB", "RTX 4090"),
+            ("H20 141G", "H20-3e"),
+            ("H20 96G", "H20"),
+            ("NVIDIA A800-SXM4-40GB", "A800 40GB SXM"),
+            ("A800 40G SXM", "A800 40GB SXM"),
+            ("NVIDIA A800 80GB PCIe LC", "A800 80GB PCIe LC"),
+            ("NVIDIA A800 80GB PCIe", "A800 80GB PCIe"),
+            ("NVIDIA L2", "L2"),
+        ] {
+            assert_eq!(resolved(name).as_deref(), Some(want), "{name}");
+        }
+        // The 16 GB board is never read as the 8 GB one, nor the reverse.
+        assert_eq!(covered("RTX 4060 Ti 16GB"), ["RTX 4060 Ti 16GB"]);
+        assert_eq!(covered("RTX 4060 Ti 8GB"), ["RTX 4060 Ti"]);
+        // A plain name is the smaller card, and says the other exists.
+        let m = db().gpu_match("NVIDIA GeForce RTX 4060 Ti").unwrap();
+        assert_eq!(m.chosen.name, "RTX 4060 Ti");
+        assert!(m.why.unwrap().contains("RTX 4060 Ti 16GB"));
+        let e = db().gpu("RTX 4090 32GB").unwrap_err().to_string();
+        for want in [
+            "32 GB",
+            "24 GB: the RTX 4090",
+            "48 GB: the RTX 4090 48GB, a board modified after sale",
+        ] {
+            assert!(e.contains(want), "{want}: {e}");
+        }
+        let e = db().gpu("A100 96G").unwrap_err().to_string();
+        assert!(
+            e.contains("no A100 in compat-db has 96 GB") && e.contains("80 GB"),
+            "{e}"
+        );
+    }
+
+    /// A board modified after sale answers only to a name that writes its size: NVIDIA's
+    /// card stays the only record of its plain name, and of nvidia-smi's.
+    #[test]
+    fn a_modified_board_needs_its_size_written() {
+        for name in ["RTX 4090", "4090", "NVIDIA GeForce RTX 4090", "RTX 4090 24G"] {
+            assert_eq!(covered(name), ["RTX 4090"], "{name}");
+        }
+        let g = db().gpu("4090 48G").unwrap();
+        assert!(g.modified.as_deref().unwrap().contains("not an NVIDIA product"));
+    }
+
+    /// GPUs of other vendors are refused for what they are, with any count or size
+    /// beside them, and never matched to an NVIDIA name.
+    #[test]
+    fn other_vendors_gpus_are_refused_by_name() {
+        for (text, want) in [
+            (
+                "MI300X",
+                "AMD Instinct MI300X: not an NVIDIA GPU; gpuenv judges CUDA stacks only (ROCm builds are not covered)",
+            ),
+            ("AMD Instinct MI300X", "AMD Instinct MI300X: not an NVIDIA GPU"),
+            ("8x MI300X 192GB", "AMD Instinct MI300X: not an NVIDIA GPU"),
+            ("MI325X", "AMD Instinct MI325X"),
+            ("mi250x*8", "AMD Instinct MI250X"),
+            ("MI250", "AMD Instinct MI250:"),
+            ("MI210", "AMD Instinct MI210"),
+            (
+                "910B",
+                "Huawei Ascend 910B: not an NVIDIA GPU; gpuenv judges CUDA stacks only (CANN builds are not covered)",
+            ),
+            ("昇腾910B", "Huawei Ascend 910B"),
+            ("8卡 昇腾 910B", "Huawei Ascend 910B"),
+            ("Ascend 910C", "Huawei Ascend 910C"),
+        ] {
+            let e = db().gpus_written(text).unwrap_err().to_string();
+            assert!(e.contains(want), "{text}: {e}");
+            assert!(!e.contains("did you mean"), "{text}: {e}");
+        }
+        match db().find(Kind::ForeignGpu, "MI300X") {
+            Ok(Found::ForeignGpu(f)) => assert_eq!((f.vendor.as_str(), f.stack.as_str()), ("AMD", "ROCm")),
+            other => panic!("{other:?}"),
+        }
+        assert!(db().foreign_gpu("H100").is_none());
     }
 
     #[test]

@@ -921,6 +921,29 @@ mod tests {
         assert_eq!(judged_nvlink(board, 8, Some(false), Some("PCIe")), (false, None));
     }
 
+    /// The modified 48 GB RTX 4090 is never proposed: a plan over every GPU leaves it out;
+    /// asked for by name, it is planned, and the plan says what it rests on.
+    #[test]
+    fn a_modified_board_only_when_asked_for() {
+        let db = Db::embedded().unwrap();
+        let s = settings(Method::Full);
+        let p = plan(db, shape(7_000_000_000), s.clone(), &options(vec![]));
+        assert!(p.fits.iter().all(|f| f.gpu != "RTX 4090 48GB"), "{:?}", p.fits);
+        assert!(p.fits.iter().any(|f| f.gpu == "RTX 4060 Ti 16GB"));
+        assert!(p.assumptions.iter().all(|a| !a.what.contains("modified")));
+        let mut o = options(vec![]);
+        o.only = vec![db.gpu("RTX 4090 48G").unwrap().clone()];
+        let p = plan(db, shape(7_000_000_000), s, &o);
+        assert_eq!(p.fits.len(), 1);
+        assert_eq!(p.fits[0].gpu, "RTX 4090 48GB");
+        let said = p
+            .assumptions
+            .iter()
+            .find(|a| a.what == "RTX 4090 48GB: a modified board")
+            .expect("the plan says it rests on a modified board");
+        assert!(said.value.contains("No NVIDIA warranty"), "{}", said.value);
+    }
+
     #[test]
     fn a_memory_size_in_a_gpu_name() {
         let db = Db::embedded().unwrap();
