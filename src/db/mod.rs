@@ -747,6 +747,63 @@ mod tests {
         f
     }
 
+    /// A shipped record with one piece of its text replaced.
+    fn shipped_edited(path: &str, from: &str, to: &str) -> SourceFile {
+        let f = embedded_files()
+            .into_iter()
+            .find(|f| f.path == path)
+            .unwrap_or_else(|| panic!("{path} ships"));
+        let text = f.text.as_deref().unwrap_or_default();
+        assert!(text.contains(from), "{path} has `{from}`");
+        SourceFile {
+            path: path.into(),
+            text: Some(Cow::Owned(text.replace(from, to))),
+        }
+    }
+
+    /// A foreign GPU names no NVIDIA GPU and is no NVIDIA GPU itself; a modified board
+    /// says what was changed and writes its memory size in its name.
+    #[test]
+    fn foreign_gpus_and_modified_boards_are_checked() {
+        let mi300x = "foreign-gpu/amd-instinct-mi300x.toml";
+        let db = Db::load(&[shipped_edited(mi300x, "stack", "stack")]).expect("the shipped record loads");
+        assert_eq!(db.foreign_gpus.len(), 1);
+        let has = |problems: &[Problem], key: &str, kind: ProblemKind| {
+            problems
+                .iter()
+                .any(|p| p.key.to_string() == key && p.kind == kind)
+        };
+        // Beside the H100's record, an alias `H100` would make that name mean two GPUs.
+        let problems = lint(&[
+            shipped_edited(mi300x, "\"AMD MI300X\"", "\"AMD MI300X\", \"H100\""),
+            shipped_edited("gpu/h100-sxm.toml", "name", "name"),
+        ]);
+        assert!(
+            problems.iter().any(|p| p.kind == ProblemKind::DuplicateAlias),
+            "{problems:?}"
+        );
+        let problems = lint(&[shipped_edited(mi300x, "vendor = \"AMD\"", "vendor = \"NVIDIA\"")]);
+        assert!(
+            has(&problems, "vendor", ProblemKind::Inconsistent),
+            "{problems:?}"
+        );
+        let problems = lint(&[shipped_edited(mi300x, "stack = \"ROCm\"", "stack = \" \"")]);
+        assert!(has(&problems, "stack", ProblemKind::BadValue), "{problems:?}");
+        let modded = "gpu/rtx-4090-48gb.toml";
+        let problems = lint(&[shipped_edited(
+            modded,
+            "modified = \"not an NVIDIA",
+            "modified = \" \"\nnotes_x = \"",
+        )]);
+        assert!(has(&problems, "modified", ProblemKind::BadValue), "{problems:?}");
+        let problems = lint(&[shipped_edited(
+            modded,
+            "name = \"RTX 4090 48GB\"",
+            "name = \"RTX 4090 Modded\"",
+        )]);
+        assert!(has(&problems, "name", ProblemKind::Inconsistent), "{problems:?}");
+    }
+
     /// An XID record is the file of its code, with a description and an action, and an
     /// unknown fault word is refused.
     #[test]

@@ -471,11 +471,16 @@ pub fn stats(out: &mut dyn Write, db: &Db, json_out: bool) -> io::Result<()> {
             },
         );
     }
-    writeln!(out, "{:<8} {:>7} {:>11}  newest", "kind", "records", "unverified")?;
+    // As wide as the longest kind, `foreign-gpu`.
+    writeln!(
+        out,
+        "{:<11} {:>7} {:>11}  newest",
+        "kind", "records", "unverified"
+    )?;
     for k in &kinds {
         writeln!(
             out,
-            "{:<8} {:>7} {:>11}  {}",
+            "{:<11} {:>7} {:>11}  {}",
             k.kind.dir(),
             k.records,
             k.unverified_facts,
@@ -484,7 +489,7 @@ pub fn stats(out: &mut dyn Write, db: &Db, json_out: bool) -> io::Result<()> {
     }
     let records: usize = kinds.iter().map(|k| k.records).sum();
     let unverified: usize = kinds.iter().map(|k| k.unverified_facts).sum();
-    writeln!(out, "{:<8} {records:>7} {unverified:>11}", "total")?;
+    writeln!(out, "{:<11} {records:>7} {unverified:>11}", "total")?;
     writeln!(
         out,
         "date: {} (the newest `checked` of its records)",

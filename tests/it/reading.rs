@@ -729,10 +729,7 @@ fn the_modified_48gb_4090_is_read_only_by_its_size_and_said() {
     }
     let doc = json(&gpuenv(&["show", "gpu", "4090 48G", "--json"]));
     assert!(
-        doc["modified"]
-            .as_str()
-            .unwrap()
-            .contains("No NVIDIA warranty"),
+        doc["modified"].as_str().unwrap().contains("No NVIDIA warranty"),
         "{doc:#}"
     );
     // plan plans it when asked, and says it rests on a modified board; without --gpu it is
