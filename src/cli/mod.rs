@@ -660,6 +660,7 @@ enum KindArg {
     Model,
     Xid,
     Efficiency,
+    ForeignGpu,
 }
 
 impl From<KindArg> for Kind {
@@ -676,6 +677,7 @@ impl From<KindArg> for Kind {
             KindArg::Model => Kind::Model,
             KindArg::Xid => Kind::Xid,
             KindArg::Efficiency => Kind::Efficiency,
+            KindArg::ForeignGpu => Kind::ForeignGpu,
         }
     }
 }

@@ -79,6 +79,16 @@ pub(crate) fn gpu_asks(db: &Db, flag: &str, text: &str) -> Result<(Vec<GpuAsk>, 
                 note: why.clone(),
             });
         }
+        // A board modified after sale: said wherever it is used, since no NVIDIA fact
+        // vouches for it.
+        if let Some(risk) = &m.chosen.modified {
+            readings.push(Reading {
+                input: flag.to_string(),
+                given: text.trim().to_string(),
+                read_as: m.chosen.name.clone(),
+                note: format!("the {}, a modified board: {risk}", m.chosen.name),
+            });
+        }
         asks.push(GpuAsk {
             gpu: m.chosen.clone(),
             count,

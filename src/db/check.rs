@@ -236,7 +236,8 @@ identified!(
     Package,
     Model,
     Xid,
-    Efficiency
+    Efficiency,
+    ForeignGpu
 );
 
 /// The records read so far, each with the index of its file.
@@ -253,6 +254,7 @@ struct Records {
     models: Vec<(usize, Model)>,
     xids: Vec<(usize, Xid)>,
     efficiencies: Vec<(usize, Efficiency)>,
+    foreign_gpus: Vec<(usize, ForeignGpu)>,
 }
 
 impl Records {
@@ -283,6 +285,7 @@ impl Records {
             Kind::Model => into(ck, idx, id, doc, &mut self.models),
             Kind::Xid => into(ck, idx, id, doc, &mut self.xids),
             Kind::Efficiency => into(ck, idx, id, doc, &mut self.efficiencies),
+            Kind::ForeignGpu => into(ck, idx, id, doc, &mut self.foreign_gpus),
         }
     }
 
@@ -300,6 +303,7 @@ impl Records {
         check_models(ck, &self.models);
         check_xids(ck, &self.xids);
         check_efficiencies(ck, &self.efficiencies);
+        check_foreign_gpus(ck, &self.foreign_gpus, &self.gpus);
     }
 
     fn into_db(self) -> Db {
@@ -318,6 +322,7 @@ impl Records {
             models: strip(self.models),
             xids: strip(self.xids),
             efficiencies: strip(self.efficiencies),
+            foreign_gpus: strip(self.foreign_gpus),
         };
         db.sort();
         db
@@ -736,6 +741,27 @@ fn check_gpus(ck: &mut Checker<'_>, records: &[(usize, Gpu)], drivers: &[(usize,
                 ProblemKind::Inconsistent,
                 "an SXM module without NVLink: SXM baseboards join their GPUs by NVLink",
             );
+        }
+        if let Some(why) = &g.modified {
+            if why.trim().is_empty() {
+                ck.report(
+                    idx,
+                    KeyPath::key("modified"),
+                    ProblemKind::BadValue,
+                    "`modified` is empty: say what was changed, by whom, and what it risks",
+                );
+            }
+            // Such a record answers only to a name that writes its memory size: its own name
+            // must write it, or nothing could reach it.
+            if super::lookup::written_memory(&g.name).is_empty() {
+                ck.report(
+                    idx,
+                    KeyPath::key("name"),
+                    ProblemKind::Inconsistent,
+                    "a modified board's name must write its memory size (`RTX 4090 48GB`): only a name with the size \
+                     reaches it",
+                );
+            }
         }
         if g.forward_compat && g.segment == Segment::Consumer {
             ck.report(
@@ -1436,6 +1462,73 @@ fn check_packages(ck: &mut Checker<'_>, records: &[(usize, Package)]) {
         check_package_env(ck, idx, &r.env);
     }
     duplicates(ck, records, |r| normalize_name(&r.name), "name");
+}
+
+/// A GPU gpuenv does not serve: sourced, dated, with a vendor and a stack, in the file
+/// named by its name's slug, and no name of it also a name of an NVIDIA record (or of
+/// another such GPU), which would make that name mean two things.
+fn check_foreign_gpus(ck: &mut Checker<'_>, records: &[(usize, ForeignGpu)], gpus: &[(usize, Gpu)]) {
+    let nvidia: Vec<Gpu> = gpus.iter().map(|(_, g)| g.clone()).collect();
+    let mut names: HashMap<String, usize> = HashMap::new();
+    for (idx, f) in records {
+        let idx = *idx;
+        ck.sources(idx, &KeyPath::default(), &f.sources, true);
+        ck.checked(idx, f.checked);
+        ck.stem(idx, &slug(&f.name));
+        for (key, value) in [("name", &f.name), ("vendor", &f.vendor), ("stack", &f.stack)] {
+            if value.trim().is_empty() {
+                ck.report(
+                    idx,
+                    KeyPath::key(key),
+                    ProblemKind::BadValue,
+                    format!("`{key}` is empty: say what the vendor's page gives"),
+                );
+            }
+        }
+        if f.vendor.trim().eq_ignore_ascii_case("nvidia") {
+            ck.report(
+                idx,
+                KeyPath::key("vendor"),
+                ProblemKind::Inconsistent,
+                "an NVIDIA GPU is a `gpu/` record, not a foreign one",
+            );
+        }
+        let all = std::iter::once((KeyPath::key("name"), &f.name)).chain(
+            f.aliases
+                .iter()
+                .enumerate()
+                .map(|(i, a)| (KeyPath::key("aliases").index(i), a)),
+        );
+        for (key, name) in all {
+            if let Some(m) = super::lookup::match_gpu(&nvidia, name) {
+                ck.report(
+                    idx,
+                    key.clone(),
+                    ProblemKind::DuplicateAlias,
+                    format!("`{name}` also names the NVIDIA `{}`", m.chosen.name),
+                );
+            }
+            let n = normalize(name);
+            if n.is_empty() {
+                ck.report(idx, key, ProblemKind::BadValue, "a name needs letters or digits");
+                continue;
+            }
+            match names.get(&n) {
+                Some(other) if *other != idx => {
+                    let other_path = ck.files[*other].path.to_string();
+                    ck.report(
+                        idx,
+                        key,
+                        ProblemKind::DuplicateAlias,
+                        format!("`{name}` also names a GPU in `{other_path}`"),
+                    );
+                }
+                _ => {
+                    names.insert(n, idx);
+                }
+            }
+        }
+    }
 }
 
 /// An XID record: sourced, dated, with a description and an action, in the file named by

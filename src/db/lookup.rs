@@ -199,6 +199,11 @@ impl GpuTokens {
     }
 }
 
+/// The memory sizes a GPU name writes (`RTX 4090 48GB`: 48), in GB.
+pub(crate) fn written_memory(name: &str) -> Vec<f64> {
+    GpuTokens::read(name).memory
+}
+
 fn same_size(a: f64, b: f64) -> bool {
     // Sizes as sold and as printed differ by rounding, never by 5%: 40 vs 80 GB, 80 vs 94.
     (a - b).abs() <= 0.05 * a.max(b)
@@ -256,11 +261,20 @@ impl<'a> Named<'a> {
     }
 
     /// Whether `input` names this GPU: its identity words are those of one of the
-    /// record's names, and none of its other tokens contradicts the record.
+    /// record's names, and none of its other tokens contradicts the record. A board
+    /// modified after sale is named only by a name that writes its memory size: `RTX 4090`
+    /// is NVIDIA's card, `RTX 4090 48G` the modified one.
     fn covered_by(&self, input: &GpuTokens) -> bool {
+        (self.gpu.modified.is_none() || !input.memory.is_empty())
+            && input.memory.iter().all(|m| self.memory_fits(*m))
+            && self.same_but_memory(input)
+    }
+
+    /// Whether `input` would name this GPU if it wrote no memory size: the GPUs whose
+    /// sizes an unknown size is told against.
+    fn same_but_memory(&self, input: &GpuTokens) -> bool {
         let cc = self.gpu.compute_capability;
         self.forms.iter().any(|(_, t)| t.same_model(input))
-            && input.memory.iter().all(|m| self.memory_fits(*m))
             && input.forms.iter().all(|f| self.form_fits(f))
             && input.memory_types.iter().all(|k| self.memory_type_fits(k))
             && input.sm.iter().all(|s| *s == (cc.major.into(), cc.minor.into()))
@@ -390,6 +404,8 @@ pub enum Found<'a> {
     Xid(&'a Xid),
     /// An expected efficiency of a measured figure.
     Efficiency(&'a Efficiency),
+    /// A GPU gpuenv does not serve.
+    ForeignGpu(&'a ForeignGpu),
 }
 
 impl Found<'_> {
@@ -407,6 +423,7 @@ impl Found<'_> {
             Found::Model(_) => Kind::Model,
             Found::Xid(_) => Kind::Xid,
             Found::Efficiency(_) => Kind::Efficiency,
+            Found::ForeignGpu(_) => Kind::ForeignGpu,
         }
     }
 
@@ -440,10 +457,16 @@ pub struct LookupError {
     pub suggestions: Vec<String>,
     /// Several records matched.
     pub ambiguous: bool,
+    /// The whole answer, where the name was recognized and is refused for a reason of its
+    /// own (a GPU gpuenv does not serve, a memory size no record of the GPU has).
+    pub message: Option<String>,
 }
 
 impl LookupError {
     fn render(&self) -> String {
+        if let Some(m) = &self.message {
+            return m.clone();
+        }
         let mut s = if self.ambiguous {
             format!("`{}` names more than one {} record", self.name, self.kind)
         } else {
@@ -512,6 +535,7 @@ impl Db {
             name: name.to_string(),
             suggestions,
             ambiguous,
+            message: None,
         };
         match kind {
             Kind::Gpu => self.gpu(name).map(Found::Gpu),
@@ -632,6 +656,13 @@ impl Db {
                         )
                     })
             }
+            Kind::ForeignGpu => self.foreign_gpu(name).map(Found::ForeignGpu).ok_or_else(|| {
+                let candidates = self.foreign_gpus.iter().flat_map(|f| {
+                    std::iter::once((f.name.clone(), f.name.as_str()))
+                        .chain(f.aliases.iter().map(move |a| (a.clone(), f.name.as_str())))
+                });
+                err(closest(name, candidates), false)
+            }),
             Kind::Package => self.package(name).map(Found::Package).ok_or_else(|| {
                 err(
                     closest(
@@ -668,6 +699,7 @@ impl Db {
             name: name.to_string(),
             suggestions: closest(name, candidates),
             ambiguous: false,
+            message: None,
         })
     }
 
@@ -695,6 +727,20 @@ impl Db {
         if let Some(m) = match_gpu(&self.gpus, name) {
             return Ok(m);
         }
+        // A GPU of another vendor is refused for what it is, not matched to the nearest
+        // NVIDIA name.
+        if let Some(f) = self.foreign_gpu(name) {
+            return Err(LookupError {
+                kind: Kind::Gpu,
+                name: name.to_string(),
+                suggestions: Vec::new(),
+                ambiguous: false,
+                message: Some(f.refusal()),
+            });
+        }
+        if let Some(e) = self.unknown_size(name) {
+            return Err(e);
+        }
         let candidates = self.gpus.iter().flat_map(|g| {
             std::iter::once((g.name.clone(), g.name.as_str()))
                 .chain(g.aliases.iter().map(move |a| (a.clone(), g.name.as_str())))
@@ -704,6 +750,72 @@ impl Db {
             name: name.to_string(),
             suggestions: closest(name, candidates),
             ambiguous: false,
+            message: None,
+        })
+    }
+
+    /// A GPU gpuenv does not serve that `name` stands for: its identity words are those
+    /// of the record's name or an alias (a memory size or form factor beside them changes
+    /// nothing: `MI300X 192GB` is still the MI300X).
+    pub fn foreign_gpu(&self, name: &str) -> Option<&ForeignGpu> {
+        let mut input = GpuTokens::read(name);
+        input.memory.clear();
+        input.forms.clear();
+        input.memory_types.clear();
+        self.foreign_gpus.iter().find(|f| {
+            std::iter::once(&f.name)
+                .chain(&f.aliases)
+                .any(|n| GpuTokens::read(n).same_model(&input))
+        })
+    }
+
+    /// The answer to a name that writes a memory size no record of its GPU has
+    /// (`RTX 4090 32GB`): the sizes the records have, each with its records. `None` when
+    /// the name writes no size, or names no GPU without it.
+    fn unknown_size(&self, name: &str) -> Option<LookupError> {
+        let input = GpuTokens::read(name);
+        if input.memory.is_empty() {
+            return None;
+        }
+        let same: Vec<&Gpu> = self
+            .gpus
+            .iter()
+            .filter(|g| Named::new(g).same_but_memory(&input))
+            .collect();
+        if same.is_empty() {
+            return None;
+        }
+        let mut sizes: Vec<(f64, Vec<String>)> = Vec::new();
+        for g in &same {
+            let label = match g.modified {
+                Some(_) => format!("the {}, a board modified after sale", g.name),
+                None => format!("the {}", g.name),
+            };
+            match sizes.iter_mut().find(|(m, _)| same_size(*m, g.memory_gib)) {
+                Some((_, names)) => names.push(label),
+                None => sizes.push((g.memory_gib, vec![label])),
+            }
+        }
+        sizes.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let known: Vec<String> = sizes
+            .iter()
+            .map(|(m, names)| format!("{m} GB: {}", names.join(", ")))
+            .collect();
+        let written: Vec<String> = input.memory.iter().map(|m| format!("{m} GB")).collect();
+        let gpu = input.model.join(" ").to_uppercase();
+        let names: Vec<String> = same.iter().map(|g| format!("`{}`", g.name)).collect();
+        Some(LookupError {
+            kind: Kind::Gpu,
+            name: name.to_string(),
+            suggestions: same.iter().map(|g| g.name.clone()).collect(),
+            ambiguous: false,
+            message: Some(format!(
+                "no gpu record named `{}`: no {gpu} in compat-db has {} (known: {}); did you mean {}?",
+                name.trim(),
+                written.join(" and "),
+                known.join("; "),
+                names.join(", ")
+            )),
         })
     }
 
@@ -751,6 +863,7 @@ impl Db {
                 name: item.to_string(),
                 suggestions: Vec::new(),
                 ambiguous: false,
+                message: None,
             }
             .into(),
         })
@@ -863,6 +976,16 @@ impl Db {
                     )
                 })
                 .collect(),
+            Kind::ForeignGpu => db
+                .foreign_gpus
+                .iter()
+                .map(|f| {
+                    (
+                        f.id.clone(),
+                        format!("{} ({}; {}, not CUDA)", f.name, f.vendor, f.stack),
+                    )
+                })
+                .collect(),
             Kind::Model => db
                 .models
                 .iter()
@@ -934,6 +1057,7 @@ impl Db {
             name: name.to_string(),
             suggestions: closest(name, candidates),
             ambiguous: false,
+            message: None,
         })
     }
 }
@@ -1052,10 +1176,10 @@ mod tests {
         for name in [
             "A100 96G",
             "A100 SXM5",
-            "RTX 4090 48G",
+            "RTX 4090 32G",
             "H100 PCIe HBM3",
             "H100 sm_80",
-            "H20 141G",
+            "H20 192G",
             "RTX 6000",
         ] {
             assert!(
@@ -1076,6 +1200,96 @@ mod tests {
         // A different model word is a different GPU.
         assert_eq!(covered("RTX 4090"), ["RTX 4090"]);
         assert_eq!(covered("A10"), ["A10"]);
+    }
+
+    /// A size written in the name chooses the record of that size; a size no record of
+    /// the GPU has is an error naming the sizes there are.
+    #[test]
+    fn a_memory_size_chooses_the_record_of_that_size() {
+        for (name, want) in [
+            ("RTX 4060 Ti 16GB", "RTX 4060 Ti 16GB"),
+            ("RTX 4060 Ti 16G", "RTX 4060 Ti 16GB"),
+            ("4060 Ti 16 GB", "RTX 4060 Ti 16GB"),
+            ("RTX 4060 Ti 8GB", "RTX 4060 Ti"),
+            ("RTX 5060 Ti 16GB", "RTX 5060 Ti 16GB"),
+            ("RTX 4090 48G", "RTX 4090 48GB"),
+            ("4090 48GB", "RTX 4090 48GB"),
+            ("RTX 4090 24GB", "RTX 4090"),
+            ("H20 141G", "H20-3e"),
+            ("H20 96G", "H20"),
+            ("NVIDIA A800-SXM4-40GB", "A800 40GB SXM"),
+            ("A800 40G SXM", "A800 40GB SXM"),
+            ("NVIDIA A800 80GB PCIe LC", "A800 80GB PCIe LC"),
+            ("NVIDIA A800 80GB PCIe", "A800 80GB PCIe"),
+            ("NVIDIA L2", "L2"),
+        ] {
+            assert_eq!(resolved(name).as_deref(), Some(want), "{name}");
+        }
+        // The 16 GB board is never read as the 8 GB one, nor the reverse.
+        assert_eq!(covered("RTX 4060 Ti 16GB"), ["RTX 4060 Ti 16GB"]);
+        assert_eq!(covered("RTX 4060 Ti 8GB"), ["RTX 4060 Ti"]);
+        // A plain name is the smaller card, and says the other exists.
+        let m = db().gpu_match("NVIDIA GeForce RTX 4060 Ti").unwrap();
+        assert_eq!(m.chosen.name, "RTX 4060 Ti");
+        assert!(m.why.unwrap().contains("RTX 4060 Ti 16GB"));
+        let e = db().gpu("RTX 4090 32GB").unwrap_err().to_string();
+        for want in [
+            "32 GB",
+            "24 GB: the RTX 4090",
+            "48 GB: the RTX 4090 48GB, a board modified after sale",
+        ] {
+            assert!(e.contains(want), "{want}: {e}");
+        }
+        let e = db().gpu("A100 96G").unwrap_err().to_string();
+        assert!(
+            e.contains("no A100 in compat-db has 96 GB") && e.contains("80 GB"),
+            "{e}"
+        );
+    }
+
+    /// A board modified after sale answers only to a name that writes its size: NVIDIA's
+    /// card stays the only record of its plain name, and of nvidia-smi's.
+    #[test]
+    fn a_modified_board_needs_its_size_written() {
+        for name in ["RTX 4090", "4090", "NVIDIA GeForce RTX 4090", "RTX 4090 24G"] {
+            assert_eq!(covered(name), ["RTX 4090"], "{name}");
+        }
+        let g = db().gpu("4090 48G").unwrap();
+        assert!(g.modified.as_deref().unwrap().contains("not an NVIDIA product"));
+    }
+
+    /// GPUs of other vendors are refused for what they are, with any count or size
+    /// beside them, and never matched to an NVIDIA name.
+    #[test]
+    fn other_vendors_gpus_are_refused_by_name() {
+        for (text, want) in [
+            (
+                "MI300X",
+                "AMD Instinct MI300X: not an NVIDIA GPU; gpuenv judges CUDA stacks only (ROCm builds are not covered)",
+            ),
+            ("AMD Instinct MI300X", "AMD Instinct MI300X: not an NVIDIA GPU"),
+            ("8x MI300X 192GB", "AMD Instinct MI300X: not an NVIDIA GPU"),
+            ("MI325X", "AMD Instinct MI325X"),
+            ("mi250x*8", "AMD Instinct MI250X"),
+            ("MI250", "AMD Instinct MI250:"),
+            ("MI210", "AMD Instinct MI210"),
+            (
+                "910B",
+                "Huawei Ascend 910B: not an NVIDIA GPU; gpuenv judges CUDA stacks only (CANN builds are not covered)",
+            ),
+            ("昇腾910B", "Huawei Ascend 910B"),
+            ("8卡 昇腾 910B", "Huawei Ascend 910B"),
+            ("Ascend 910C", "Huawei Ascend 910C"),
+        ] {
+            let e = db().gpus_written(text).unwrap_err().to_string();
+            assert!(e.contains(want), "{text}: {e}");
+            assert!(!e.contains("did you mean"), "{text}: {e}");
+        }
+        match db().find(Kind::ForeignGpu, "MI300X") {
+            Ok(Found::ForeignGpu(f)) => assert_eq!((f.vendor.as_str(), f.stack.as_str()), ("AMD", "ROCm")),
+            other => panic!("{other:?}"),
+        }
+        assert!(db().foreign_gpu("H100").is_none());
     }
 
     #[test]
@@ -1294,6 +1508,7 @@ mod tests {
             name: "H1000".into(),
             suggestions: vec!["H100 SXM".into(), "H100 PCIe".into()],
             ambiguous: false,
+            message: None,
         };
         assert_eq!(
             e.to_string(),

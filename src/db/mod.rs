@@ -59,11 +59,14 @@ pub enum Kind {
     Xid,
     /// `efficiency/matmul-bf16.toml`: how much of a datasheet figure a measurement reaches.
     Efficiency,
+    /// `foreign-gpu/amd-instinct-mi300x.toml`: a GPU gpuenv does not serve, named to refuse it.
+    #[serde(rename = "foreign-gpu")]
+    ForeignGpu,
 }
 
 impl Kind {
     /// Every kind, in the order reports list them.
-    pub const ALL: [Kind; 11] = [
+    pub const ALL: [Kind; 12] = [
         Kind::Gpu,
         Kind::Driver,
         Kind::Cuda,
@@ -75,6 +78,7 @@ impl Kind {
         Kind::Model,
         Kind::Xid,
         Kind::Efficiency,
+        Kind::ForeignGpu,
     ];
 
     /// The directory name, which is also the name on the command line.
@@ -91,6 +95,7 @@ impl Kind {
             Kind::Model => "model",
             Kind::Xid => "xid",
             Kind::Efficiency => "efficiency",
+            Kind::ForeignGpu => "foreign-gpu",
         }
     }
 }
@@ -328,6 +333,8 @@ pub struct Db {
     pub xids: Vec<Xid>,
     /// Expected efficiencies of measured figures (`gpuenv bench`), by id.
     pub efficiencies: Vec<Efficiency>,
+    /// GPUs gpuenv does not serve, by id.
+    pub foreign_gpus: Vec<ForeignGpu>,
 }
 
 static EMBEDDED: OnceLock<Result<Db, Vec<Problem>>> = OnceLock::new();
@@ -394,6 +401,8 @@ impl Db {
             #[serde(default)]
             xid: BTreeMap<String, Xid>,
             efficiency: BTreeMap<String, Efficiency>,
+            #[serde(default, rename = "foreign-gpu")]
+            foreign_gpu: BTreeMap<String, ForeignGpu>,
         }
         fn ids<T>(map: BTreeMap<String, T>, set: impl Fn(&mut T, String)) -> Vec<T> {
             map.into_iter()
@@ -416,6 +425,7 @@ impl Db {
             models: ids(blob.model, |r, id| r.id = id),
             xids: ids(blob.xid, |r, id| r.id = id),
             efficiencies: ids(blob.efficiency, |r, id| r.id = id),
+            foreign_gpus: ids(blob.foreign_gpu, |r, id| r.id = id),
         };
         db.sort();
         Some(db)
@@ -433,6 +443,7 @@ impl Db {
         self.packages.sort_by(|a, b| a.name.cmp(&b.name));
         self.models.sort_by(|a, b| a.id.cmp(&b.id));
         self.xids.sort_by_key(|x| x.code);
+        self.foreign_gpus.sort_by(|a, b| a.id.cmp(&b.id));
         self.efficiencies.sort_by(|a, b| a.id.cmp(&b.id));
     }
 
@@ -475,6 +486,7 @@ impl Db {
         let models = self.models.iter().map(|r| r.checked);
         let xids = self.xids.iter().map(|r| r.checked);
         let efficiencies = self.efficiencies.iter().map(|r| r.checked);
+        let foreign = self.foreign_gpus.iter().map(|r| r.checked);
         python
             .chain(torch)
             .chain(cuda)
@@ -486,6 +498,7 @@ impl Db {
             .chain(models)
             .chain(xids)
             .chain(efficiencies)
+            .chain(foreign)
     }
 
     /// Whether the database is older than [`STALE_AFTER_DAYS`] on `today`; false when
@@ -508,6 +521,7 @@ impl Db {
             Kind::Model => self.models.len(),
             Kind::Xid => self.xids.len(),
             Kind::Efficiency => self.efficiencies.len(),
+            Kind::ForeignGpu => self.foreign_gpus.len(),
         }
     }
 }
@@ -589,6 +603,7 @@ mod tests {
         same(&fast.packages, &checked.packages);
         same(&fast.models, &checked.models);
         same(&fast.xids, &checked.xids);
+        same(&fast.foreign_gpus, &checked.foreign_gpus);
         same(&fast.efficiencies, &checked.efficiencies);
     }
 
@@ -757,6 +772,63 @@ mod tests {
         let text = f.text.take().unwrap().replace(from, to);
         f.text = Some(Cow::Owned(text));
         f
+    }
+
+    /// A shipped record with one piece of its text replaced.
+    fn shipped_edited(path: &str, from: &str, to: &str) -> SourceFile {
+        let f = embedded_files()
+            .into_iter()
+            .find(|f| f.path == path)
+            .unwrap_or_else(|| panic!("{path} ships"));
+        let text = f.text.as_deref().unwrap_or_default();
+        assert!(text.contains(from), "{path} has `{from}`");
+        SourceFile {
+            path: path.into(),
+            text: Some(Cow::Owned(text.replace(from, to))),
+        }
+    }
+
+    /// A foreign GPU names no NVIDIA GPU and is no NVIDIA GPU itself; a modified board
+    /// says what was changed and writes its memory size in its name.
+    #[test]
+    fn foreign_gpus_and_modified_boards_are_checked() {
+        let mi300x = "foreign-gpu/amd-instinct-mi300x.toml";
+        let db = Db::load(&[shipped_edited(mi300x, "stack", "stack")]).expect("the shipped record loads");
+        assert_eq!(db.foreign_gpus.len(), 1);
+        let has = |problems: &[Problem], key: &str, kind: ProblemKind| {
+            problems
+                .iter()
+                .any(|p| p.key.to_string() == key && p.kind == kind)
+        };
+        // Beside the H100's record, an alias `H100` would make that name mean two GPUs.
+        let problems = lint(&[
+            shipped_edited(mi300x, "\"AMD MI300X\"", "\"AMD MI300X\", \"H100\""),
+            shipped_edited("gpu/h100-sxm.toml", "name", "name"),
+        ]);
+        assert!(
+            problems.iter().any(|p| p.kind == ProblemKind::DuplicateAlias),
+            "{problems:?}"
+        );
+        let problems = lint(&[shipped_edited(mi300x, "vendor = \"AMD\"", "vendor = \"NVIDIA\"")]);
+        assert!(
+            has(&problems, "vendor", ProblemKind::Inconsistent),
+            "{problems:?}"
+        );
+        let problems = lint(&[shipped_edited(mi300x, "stack = \"ROCm\"", "stack = \" \"")]);
+        assert!(has(&problems, "stack", ProblemKind::BadValue), "{problems:?}");
+        let modded = "gpu/rtx-4090-48gb.toml";
+        let problems = lint(&[shipped_edited(
+            modded,
+            "modified = \"not an NVIDIA",
+            "modified = \" \"\nnotes_x = \"",
+        )]);
+        assert!(has(&problems, "modified", ProblemKind::BadValue), "{problems:?}");
+        let problems = lint(&[shipped_edited(
+            modded,
+            "name = \"RTX 4090 48GB\"",
+            "name = \"RTX 4090 Modded\"",
+        )]);
+        assert!(has(&problems, "name", ProblemKind::Inconsistent), "{problems:?}");
     }
 
     /// An XID record is the file of its code, with a description and an action, and an

@@ -336,6 +336,12 @@ pub struct Gpu {
     /// The host CPU architecture when the GPU comes with its own CPU (GH200: `aarch64`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_arch: Option<String>,
+    /// A board rebuilt after sale by third parties (an RTX 4090 with 48 GB): what was
+    /// changed, that it is not an NVIDIA product, and what that risks, in words shown
+    /// wherever the record is used. Such a record answers only to a name that writes its
+    /// memory size, and `plan` never proposes it unless asked for it by name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub modified: Option<String>,
     /// Dense BF16 Tensor Core throughput in TFLOPS, without sparsity (datasheets often
     /// print the 2:4-sparse figure, twice this). For GeForce boards, the architecture
     /// whitepaper's "Peak BF16 Tensor TFLOPS with FP32 Accumulate"; the record's notes say
@@ -984,5 +990,46 @@ impl Efficiency {
     pub fn applies(&self, arch: Architecture, nvlink: Nvlink) -> bool {
         (self.architectures.is_empty() || self.architectures.contains(&arch))
             && self.nvlink.is_none_or(|n| n == nvlink)
+    }
+}
+
+/// A GPU (or accelerator) that listings offer beside NVIDIA's and that gpuenv does not
+/// serve: its names, so that a question naming it is refused for what it is (not an
+/// NVIDIA GPU) rather than answered with the nearest NVIDIA name.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ForeignGpu {
+    /// Set by the loader: the file stem (`amd-instinct-mi300x`).
+    #[serde(skip_deserializing)]
+    pub id: String,
+    /// The vendor's name for it: `AMD Instinct MI300X`.
+    pub name: String,
+    /// The vendor: `AMD`, `Huawei`.
+    pub vendor: String,
+    /// Other names listings write (`MI300X`, `昇腾910B`), compared as GPU names are.
+    #[serde(default)]
+    pub aliases: Vec<String>,
+    /// The software stack it runs instead of CUDA: `ROCm`, `CANN`.
+    pub stack: String,
+    /// The date this record's facts were last checked against their sources.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checked: Option<PartialDate>,
+    /// Facts not checked against a primary source, by key.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unverified: Vec<String>,
+    /// Anything a curator should know.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notes: Option<String>,
+    /// Where the facts come from (required).
+    #[serde(default)]
+    pub sources: Vec<Source>,
+}
+
+impl ForeignGpu {
+    /// What any command that takes a GPU name answers for it.
+    pub fn refusal(&self) -> String {
+        format!(
+            "{}: not an NVIDIA GPU; gpuenv judges CUDA stacks only ({} builds are not covered)",
+            self.name, self.stack
+        )
     }
 }

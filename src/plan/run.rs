@@ -276,8 +276,10 @@ pub fn plan(db: &Db, model: ModelShape, mut settings: Settings, o: &Options) -> 
         totals.borrow_mut().insert(key, t);
         t
     };
+    // A board modified after sale is tried only when asked for by name: no NVIDIA fact
+    // vouches for it, so it is never proposed as an ordinary pick.
     let gpus: Vec<&Gpu> = if o.only.is_empty() {
-        db.gpus.iter().collect()
+        db.gpus.iter().filter(|g| g.modified.is_none()).collect()
     } else {
         o.only.iter().collect()
     };
@@ -365,6 +367,9 @@ pub fn plan(db: &Db, model: ModelShape, mut settings: Settings, o: &Options) -> 
             source: fit::INTERCONNECT_SOURCE.into(),
         },
     ];
+    for g in gpus.iter().filter(|g| g.modified.is_some()) {
+        assumptions.push(modified_board(g));
+    }
     if o.tokens.is_some() || settings.method == Method::Inference {
         assumptions.extend(fit::time_assumptions(o.mfu, settings.method, settings.engine));
     }
@@ -395,73 +400,41 @@ pub fn plan(db: &Db, model: ModelShape, mut settings: Settings, o: &Options) -> 
     }
 }
 
-/// A memory size written in a GPU's name (`48GB`, `48G`, `96GiB`), and the name without it.
-fn memory_in_name(text: &str) -> Option<(String, f64)> {
-    let tokens: Vec<&str> = text.split_whitespace().collect();
-    for (i, t) in tokens.iter().enumerate() {
-        let l = t.to_ascii_lowercase();
-        let num = l
-            .strip_suffix("gib")
-            .or_else(|| l.strip_suffix("gb"))
-            .or_else(|| l.strip_suffix('g'));
-        if let Some(Ok(gb)) = num.map(str::parse::<f64>) {
-            if gb > 0.0 {
-                let rest: Vec<&str> = tokens
-                    .iter()
-                    .enumerate()
-                    .filter(|(j, _)| *j != i)
-                    .map(|(_, t)| *t)
-                    .collect();
-                return Some((rest.join(" "), gb));
-            }
-        }
+/// What a plan that uses a board modified after sale rests on, said with the plan's
+/// assumptions.
+fn modified_board(g: &Gpu) -> Assumption {
+    Assumption {
+        what: format!("{}: a modified board", g.name),
+        value: g.modified.clone().unwrap_or_default(),
+        source: format!(
+            "compat-db gpu/{}: {}",
+            g.id,
+            g.sources
+                .iter()
+                .map(|s| s.url.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
     }
-    None
 }
 
-/// The GPU record a listing names, its count, and a note when the listing names a memory
-/// size: a size NVIDIA sells for that GPU is the record of that size; another
-/// (`RTX 4090 48GB`, a board modified after sale) is judged at the record's memory.
+/// The GPU record a listing names, its count, and a note when that record is a board
+/// modified after sale (`RTX 4090 48GB`). A memory size no record of the GPU has
+/// (`RTX 4090 32GB`) is no GPU compat-db knows: the lookup says which sizes it knows.
 fn gpu_of_listing<'a>(db: &'a Db, text: &str) -> Result<(&'a Gpu, u32, Option<String>), String> {
-    let first = |found: Vec<(crate::db::GpuMatch<'a>, u32)>| found.into_iter().next();
-    match db.gpus_written(text) {
-        Ok(found) => match first(found) {
-            Some((m, n)) => Ok((m.chosen, n, None)),
-            None => Err(format!("its GPU `{text}` names no GPU")),
-        },
-        Err(e) => {
-            let unknown = format!("its GPU `{text}` is not one compat-db knows: {e}");
-            let Some((bare, gb)) = memory_in_name(text) else {
-                return Err(unknown);
-            };
-            let Some((m, n)) = db.gpus_written(&bare).ok().and_then(first) else {
-                return Err(unknown);
-            };
-            if let Some(sold) = m.records.iter().find(|g| (g.memory_gib - gb).abs() < 0.5) {
-                return Ok((
-                    sold,
-                    n,
-                    Some(format!(
-                        "its GPU `{text}` read as the {}, the {gb} GB part NVIDIA sells",
-                        sold.name
-                    )),
-                ));
-            }
-            let sizes: Vec<String> = m.records.iter().map(|g| format!("{} GB", g.memory_gib)).collect();
-            Ok((
-                m.chosen,
-                n,
-                Some(format!(
-                    "its GPU `{text}` names {gb} GB, a size NVIDIA does not sell the {} with ({} in compat-db): \
-                     a board modified after sale, with no datasheet or driver support to rely on; judged at the \
-                     record's {} GB",
-                    m.chosen.name,
-                    sizes.join(", "),
-                    m.chosen.memory_gib
-                )),
-            ))
-        }
-    }
+    let found = db
+        .gpus_written(text)
+        .map_err(|e| format!("its GPU `{text}` is not one compat-db knows: {e}"))?;
+    let Some((m, n)) = found.into_iter().next() else {
+        return Err(format!("its GPU `{text}` names no GPU"));
+    };
+    let note = m.chosen.modified.as_ref().map(|risk| {
+        format!(
+            "its GPU `{text}` read as the {}, a modified board: {risk}",
+            m.chosen.name
+        )
+    });
+    Ok((m.chosen, n, note))
 }
 
 /// Whether every pair of `count` GPUs of `gpu` is joined by NVLink, from what the GPU can
@@ -948,26 +921,50 @@ mod tests {
         assert_eq!(judged_nvlink(board, 8, Some(false), Some("PCIe")), (false, None));
     }
 
+    /// The modified 48 GB RTX 4090 is never proposed: a plan over every GPU leaves it out;
+    /// asked for by name, it is planned, and the plan says what it rests on.
+    #[test]
+    fn a_modified_board_only_when_asked_for() {
+        let db = Db::embedded().unwrap();
+        let s = settings(Method::Full);
+        let p = plan(db, shape(7_000_000_000), s.clone(), &options(vec![]));
+        assert!(p.fits.iter().all(|f| f.gpu != "RTX 4090 48GB"), "{:?}", p.fits);
+        assert!(p.fits.iter().any(|f| f.gpu == "RTX 4060 Ti 16GB"));
+        assert!(p.assumptions.iter().all(|a| !a.what.contains("modified")));
+        let mut o = options(vec![]);
+        o.only = vec![db.gpu("RTX 4090 48G").unwrap().clone()];
+        let p = plan(db, shape(7_000_000_000), s, &o);
+        assert_eq!(p.fits.len(), 1);
+        assert_eq!(p.fits[0].gpu, "RTX 4090 48GB");
+        let said = p
+            .assumptions
+            .iter()
+            .find(|a| a.what == "RTX 4090 48GB: a modified board")
+            .expect("the plan says it rests on a modified board");
+        assert!(said.value.contains("No NVIDIA warranty"), "{}", said.value);
+    }
+
     #[test]
     fn a_memory_size_in_a_gpu_name() {
-        assert_eq!(
-            memory_in_name("8卡 RTX 4090 48G"),
-            Some(("8卡 RTX 4090".to_string(), 48.0))
-        );
-        assert_eq!(
-            memory_in_name("RTX 4090 48GB"),
-            Some(("RTX 4090".to_string(), 48.0))
-        );
-        assert_eq!(memory_in_name("8x H800"), None);
         let db = Db::embedded().unwrap();
+        // The modified 48 GB board has a record of its own: read as it, and said.
         let (g, n, note) = gpu_of_listing(db, "8x RTX 4090 48GB").unwrap();
-        assert_eq!((g.name.as_str(), n), ("RTX 4090", 8));
+        assert_eq!((g.name.as_str(), n, g.memory_gib), ("RTX 4090 48GB", 8, 48.0));
+        let note = note.unwrap();
         assert!(
-            note.unwrap()
-                .contains("48 GB, a size NVIDIA does not sell the RTX 4090 with (24 GB")
+            note.contains("a modified board") && note.contains("not an NVIDIA product"),
+            "{note}"
         );
+        let (g, n, _) = gpu_of_listing(db, "8卡 RTX 4090 48G").unwrap();
+        assert_eq!((g.name.as_str(), n), ("RTX 4090 48GB", 8));
         let (g, _, note) = gpu_of_listing(db, "RTX 4090 24GB").unwrap();
         assert_eq!((g.name.as_str(), note), ("RTX 4090", None));
+        // A size no record has is no GPU compat-db knows, and the sizes it knows are named.
+        let e = gpu_of_listing(db, "RTX 4090 32GB").unwrap_err();
+        assert!(
+            e.contains("32 GB") && e.contains("24 GB") && e.contains("48 GB"),
+            "{e}"
+        );
         assert!(gpu_of_listing(db, "RTX 9999 48GB").is_err());
     }
 

@@ -237,6 +237,7 @@ fn title(found: Found<'_>) -> String {
         Found::Model(m) => m.name.clone(),
         Found::Xid(x) => format!("Xid {}: {}", x.code, x.description),
         Found::Efficiency(e) => format!("Expected efficiency of {} against {}", e.metric, e.basis.key()),
+        Found::ForeignGpu(f) => f.refusal(),
         Found::Image(i) => match &i.tag {
             Some(tag) => format!("{}:{tag}", i.repository),
             None => format!(
@@ -471,6 +472,7 @@ fn kind_stats(db: &Db) -> Vec<doc::KindStats> {
                 Kind::Model => (count(&db.models), None),
                 Kind::Xid => (count(&db.xids), None),
                 Kind::Efficiency => (count(&db.efficiencies), None),
+                Kind::ForeignGpu => (count(&db.foreign_gpus), None),
             };
             doc::KindStats {
                 kind,
@@ -499,11 +501,16 @@ pub fn stats(out: &mut dyn Write, db: &Db, json_out: bool) -> io::Result<()> {
             },
         );
     }
-    writeln!(out, "{:<8} {:>7} {:>11}  newest", "kind", "records", "unverified")?;
+    // As wide as the longest kind, `foreign-gpu`.
+    writeln!(
+        out,
+        "{:<11} {:>7} {:>11}  newest",
+        "kind", "records", "unverified"
+    )?;
     for k in &kinds {
         writeln!(
             out,
-            "{:<8} {:>7} {:>11}  {}",
+            "{:<11} {:>7} {:>11}  {}",
             k.kind.dir(),
             k.records,
             k.unverified_facts,
@@ -512,7 +519,7 @@ pub fn stats(out: &mut dyn Write, db: &Db, json_out: bool) -> io::Result<()> {
     }
     let records: usize = kinds.iter().map(|k| k.records).sum();
     let unverified: usize = kinds.iter().map(|k| k.unverified_facts).sum();
-    writeln!(out, "{:<8} {records:>7} {unverified:>11}", "total")?;
+    writeln!(out, "{:<11} {records:>7} {unverified:>11}", "total")?;
     writeln!(
         out,
         "date: {} (the newest `checked` of its records)",

@@ -75,6 +75,7 @@ fn gpu(name: &str, cc: &str, segment: Segment) -> Gpu {
         forward_compat: segment == Segment::Datacenter,
         tdp_w: None,
         host_arch: None,
+        modified: None,
         bf16_tflops: None,
         fp8_tflops: None,
         checked: None,

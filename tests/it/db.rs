@@ -66,6 +66,7 @@ fn templates_are_valid_records() {
             "model" => "llama-2-70b",
             "xid" => "79",
             "efficiency" => "matmul-bf16",
+            "foreign-gpu" => "amd-instinct-mi300x",
             other => panic!("unexpected template {other}"),
         };
         let files = vec![db::SourceFile {

@@ -252,14 +252,15 @@ fn cny_offers_are_ranked_by_the_runs_cost() {
     let notes = claimed["notes"].to_string();
     assert!(notes.contains("the RTX 4090 has no NVLink"), "{notes}");
     assert!(notes.contains("judged as PCIe"), "{notes}");
-    // A memory size NVIDIA does not sell the card with: flagged, judged at the record's.
+    // The 48 GB board modified after sale: its own record, at its 48 GB, and said to be
+    // no NVIDIA product.
     let modded = by("4090-48g");
-    assert_eq!(modded["gpu"], "RTX 4090");
-    assert_eq!(modded["memory_gib"], 24.0);
+    assert_eq!(modded["gpu"], "RTX 4090 48GB");
+    assert_eq!(modded["memory_gib"], 48.0);
+    let notes = modded["notes"].to_string();
     assert!(
-        modded["notes"]
-            .to_string()
-            .contains("a size NVIDIA does not sell the RTX 4090 with"),
+        notes.contains("read as the RTX 4090 48GB, a modified board")
+            && notes.contains("not an NVIDIA product"),
         "{modded:#}"
     );
     // No TFLOPS figure: named, placed last, no cost.

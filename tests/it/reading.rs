@@ -50,10 +50,10 @@ fn a_token_that_contradicts_the_record_is_no_match() {
     for written in [
         "A100 96G",
         "A100 SXM5",
-        "RTX 4090 48G",
+        "RTX 4090 32G",
         "H100 PCIe HBM3",
         "A800 40GB PCIe",
-        "H20 141G",
+        "H20 192G",
     ] {
         let run = gpuenv(&["query", "--gpu", written]);
         assert_eq!(run.code, 2, "{written}: {}", run.stdout);
@@ -762,4 +762,166 @@ fn a_huge_count_is_refused_at_once_in_every_place_it_is_read() {
         assert_bounded(&b, deadline, &[2], &format!("{args:?} {env:?}"));
         assert!(b.run.stdout.is_empty());
     }
+}
+
+/// A memory size written in the name chooses the record of that size, in show, query and
+/// plan alike; a size no record of the GPU has is bad input naming the sizes there are.
+#[test]
+fn a_memory_size_in_the_name_chooses_the_record_of_that_size() {
+    for written in ["RTX 4060 Ti 16GB", "RTX 4060 Ti 16G", "4060 Ti 16 GB"] {
+        assert_eq!(header(&["--gpu", written]), "RTX 4060 Ti 16GB", "{written}");
+        let doc = json(&gpuenv(&["show", "gpu", written, "--json"]));
+        assert_eq!(doc["memory_gib"], 16.0, "{written}: {doc:#}");
+    }
+    let run = gpuenv(&["show", "gpu", "RTX 4060 Ti 16GB"]);
+    assert!(run.stdout.contains("memory_gib          16.0"), "{}", run.stdout);
+    // The plain name is the 8 GB card, and a read: line says the 16 GB one exists.
+    let run = gpuenv(&["query", "--gpu", "RTX 4060 Ti"]);
+    assert!(
+        run.stdout
+            .contains("read:  --gpu RTX 4060 Ti: `RTX 4060 Ti` names 2 GPUs")
+            && run.stdout.contains("RTX 4060 Ti 16GB"),
+        "{}",
+        run.stdout
+    );
+    // plan fits the 16 GB board at 16 GB: a model that needs more than 8 GB fits it alone.
+    let run = gpuenv(&[
+        "plan",
+        "--params",
+        "7B",
+        "--method",
+        "lora",
+        "--gpu",
+        "RTX 4060 Ti 16GB",
+        "--json",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let doc = json(&run);
+    let fit = &doc["fits"][0];
+    assert_eq!(fit["gpu"], "RTX 4060 Ti 16GB", "{doc:#}");
+    assert_eq!(doc["fits"].as_array().unwrap().len(), 1, "{doc:#}");
+    // H20 141G is the H20-3e.
+    assert_eq!(header(&["--gpu", "H20 141G"]), "H20-3e");
+    assert_eq!(header(&["--gpu", "8x H20 141G"]), "8x H20-3e");
+    for command in [
+        &["query", "--gpu"][..],
+        &["show", "gpu"][..],
+        &["plan", "--params", "7B", "--gpu"][..],
+    ] {
+        let run = gpuenv(&[command, &["RTX 4090 32GB"]].concat());
+        assert_eq!(run.code, 2, "{command:?}: {}", run.stdout);
+        for want in [
+            "no RTX 4090 in compat-db has 32 GB",
+            "24 GB: the RTX 4090",
+            "48 GB: the RTX 4090 48GB",
+        ] {
+            assert!(run.stderr.contains(want), "{command:?} {want}: {}", run.stderr);
+        }
+        assert!(run.stdout.is_empty());
+    }
+}
+
+/// The 48 GB RTX 4090 sold in China is a board modified after sale: read only where 48 GB
+/// is written, and said to be so wherever it is used.
+#[test]
+fn the_modified_48gb_4090_is_read_only_by_its_size_and_said() {
+    for written in ["RTX 4090 48G", "RTX 4090 48GB", "4090 48G", "8卡 4090 48G"] {
+        let (_, doc) = query(&["--gpu", written]);
+        assert!(
+            doc["query"].as_str().unwrap().ends_with("RTX 4090 48GB"),
+            "{written}: {}",
+            doc["query"]
+        );
+        let note = doc["readings"].to_string();
+        assert!(
+            note.contains("a modified board") && note.contains("not an NVIDIA product"),
+            "{written}: {note}"
+        );
+    }
+    // NVIDIA's card keeps its plain names, and nvidia-smi's.
+    for written in ["RTX 4090", "NVIDIA GeForce RTX 4090", "4090"] {
+        let (_, doc) = query(&["--gpu", written]);
+        assert_eq!(doc["query"], "RTX 4090", "{written}");
+        assert_eq!(doc["readings"], serde_json::json!([]), "{written}");
+    }
+    let doc = json(&gpuenv(&["show", "gpu", "4090 48G", "--json"]));
+    assert!(
+        doc["modified"].as_str().unwrap().contains("No NVIDIA warranty"),
+        "{doc:#}"
+    );
+    // plan plans it when asked, and says it rests on a modified board; without --gpu it is
+    // never among the GPUs tried.
+    let run = gpuenv(&[
+        "plan",
+        "--params",
+        "7B",
+        "--method",
+        "lora",
+        "--gpu",
+        "RTX 4090 48G",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout.contains("RTX 4090 48GB: a modified board"),
+        "{}",
+        run.stdout
+    );
+    let doc = json(&gpuenv(&["plan", "--params", "7B", "--method", "lora", "--json"]));
+    let fits = doc["fits"].as_array().unwrap();
+    assert!(fits.len() > 50, "{doc:#}");
+    assert!(fits.iter().all(|f| f["gpu"] != "RTX 4090 48GB"), "{doc:#}");
+}
+
+/// AMD Instinct and Huawei Ascend, which listings offer beside NVIDIA's: refused by name in
+/// every command that takes a GPU, never answered with an NVIDIA name.
+#[test]
+fn gpus_of_other_vendors_are_refused_by_name() {
+    let rocm = "AMD Instinct MI300X: not an NVIDIA GPU; gpuenv judges CUDA stacks only (ROCm builds are not covered)";
+    let cann =
+        "Huawei Ascend 910B: not an NVIDIA GPU; gpuenv judges CUDA stacks only (CANN builds are not covered)";
+    for (written, says) in [
+        ("MI300X", rocm),
+        ("8x AMD Instinct MI300X", rocm),
+        ("910B", cann),
+        ("8卡 昇腾910B", cann),
+        ("Ascend 910B 64G", cann),
+    ] {
+        for command in [
+            &["query", "--gpu"][..],
+            &["plan", "--params", "7B", "--gpu"][..],
+            &["show", "gpu"][..],
+        ] {
+            // `show` takes one name, without a count.
+            if command[0] == "show" && written.starts_with('8') {
+                continue;
+            }
+            let run = gpuenv(&[command, &[written]].concat());
+            assert_eq!(run.code, 2, "{command:?} {written}: {}", run.stdout);
+            assert!(run.stderr.contains(says), "{command:?} {written}: {}", run.stderr);
+            assert!(!run.stderr.contains("did you mean"), "{}", run.stderr);
+            assert!(run.stdout.is_empty());
+        }
+    }
+    for name in ["MI210", "MI250", "MI250X", "MI325X", "Ascend 910C"] {
+        let run = gpuenv(&["query", "--gpu", name]);
+        assert_eq!(run.code, 2, "{name}");
+        assert!(run.stderr.contains("not an NVIDIA GPU"), "{name}: {}", run.stderr);
+    }
+    // An order naming one is refused before any check runs.
+    let dir = tempfile::tempdir().unwrap();
+    let order = dir.path().join("order.toml");
+    std::fs::write(&order, "gpu = \"MI300X\"\ngpus = 8\n").unwrap();
+    let run = gpuenv(&[
+        "check",
+        "--host-facts",
+        &host("no-gpu"),
+        "--order",
+        order.to_str().unwrap(),
+    ]);
+    assert_eq!(run.code, 2, "{}", run.stdout);
+    assert!(run.stderr.contains(rocm), "{}", run.stderr);
+    // The record itself is shown by its kind.
+    let run = gpuenv(&["show", "foreign-gpu", "昇腾910B"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stdout.contains("stack    CANN"), "{}", run.stdout);
 }

@@ -85,7 +85,13 @@ fn gpu_names_as_nvidia_smi_prints_them() {
         ("NVIDIA GeForce RTX 3070", "RTX 3070"),
         ("NVIDIA RTX A4500", "RTX A4500"),
         ("NVIDIA GeForce GTX 1080 Ti", "GTX 1080 Ti"),
-        ("RTX 5060 Ti 16GB", "RTX 5060 Ti"),
+        // The 16 GB boards print the 8 GB board's name; written with the size, their own.
+        ("RTX 5060 Ti 16GB", "RTX 5060 Ti 16GB"),
+        ("RTX 4060 Ti 16GB", "RTX 4060 Ti 16GB"),
+        ("NVIDIA L2", "L2"),
+        ("NVIDIA A800-SXM4-40GB", "A800 40GB SXM"),
+        ("NVIDIA A800-SXM4-80GB", "A800 80GB SXM"),
+        ("NVIDIA A800 80GB PCIe LC", "A800 80GB PCIe LC"),
         ("DGX Spark", "GB10"),
     ];
     for (printed, want) in cases {

@@ -18,7 +18,9 @@ fn stats_count_records_unverified_facts_and_newest() {
 
     let human = gpuenv(&["db", "stats"]);
     assert!(
-        human.stdout.starts_with("kind     records  unverified  newest\n"),
+        human
+            .stdout
+            .starts_with("kind        records  unverified  newest\n"),
         "{}",
         human.stdout
     );
