@@ -425,12 +425,19 @@ pub fn fit_gpu(
     }
 }
 
-/// The GPU's dense Tensor Core TFLOPS for the precision: FP8 where the run computes in
-/// FP8 and the GPU has it, else BF16.
-fn tflops(gpu: &Gpu, p: Precision) -> Option<f64> {
+/// The GPU's dense TFLOPS for the precision the run computes in: FP8 where it computes
+/// in FP8 and the GPU has it; FP16 for `fp16`; TF32 for `fp32` (torch's float32 matmuls
+/// on Tensor Cores, `torch.backends.cuda.matmul.allow_tf32`); otherwise BF16, and on a GPU
+/// without BF16 (Volta, Turing, P100) FP16, which is what mixed precision runs there
+/// (torch.autocast with float16). FP16 and BF16 run at one rate wherever a GPU has both,
+/// so each stands for the other where the record lacks it.
+pub fn tflops(gpu: &Gpu, p: Precision) -> Option<f64> {
+    let sixteen = gpu.bf16_tflops.or(gpu.fp16_tflops);
     match p {
-        Precision::Fp8 => gpu.fp8_tflops.or(gpu.bf16_tflops),
-        _ => gpu.bf16_tflops,
+        Precision::Fp8 => gpu.fp8_tflops.or(sixteen),
+        Precision::Fp16 => gpu.fp16_tflops.or(gpu.bf16_tflops),
+        Precision::Fp32 => gpu.tf32_tflops,
+        _ => sixteen,
     }
 }
 
@@ -578,7 +585,13 @@ pub fn time_assumptions(mfu: f64, method: Method, engine: Engine) -> Vec<Assumpt
         },
         Assumption {
             what: "model FLOPs utilization (MFU)".into(),
-            value: format!("{:.0}% of the GPU's dense BF16 (FP8 with --precision fp8) peak (--mfu)", mfu * 100.0),
+            value: format!(
+                "{:.0}% of the GPU's dense peak in the run's precision (--mfu): BF16, or FP16 on a GPU without BF16 \
+                 (V100, T4) and with --precision fp16; FP8 with --precision fp8; TF32 with --precision fp32 (torch's \
+                 float32 matmuls on Tensor Cores once TF32 is allowed; without it they run on CUDA cores, several \
+                 times slower)",
+                mfu * 100.0
+            ),
             source: "Dubey et al. 2024, The Llama 3 Herd of Models, arXiv:2407.21783, Table 4: 38-43% BF16 MFU on \
                      H100s; Chowdhery et al. 2022, PaLM, arXiv:2204.02311, Table 3: 46.2%; Korthikanti et al. 2022, \
                      arXiv:2205.05198, Table 5: 41-56% on A100s"
