@@ -713,9 +713,13 @@ fn check_compute(ck: &mut Checker<'_>, idx: usize, g: &Gpu) {
         }
         // A dense figure at twice what its neighbour implies is most likely a sparse one.
         let hint = if (ratio / expected / 2.0 - 1.0).abs() <= RATIO_TOLERANCE {
-            format!(": `{key}` looks like a \"with sparsity\" figure (halve it, or keep it in the `_sparse` key)")
+            format!(
+                ": `{key}` looks like a \"with sparsity\" figure (halve it, or keep it in the `_sparse` key)"
+            )
         } else if (ratio / expected * 2.0 - 1.0).abs() <= RATIO_TOLERANCE {
-            format!(": `{reference}` looks like a \"with sparsity\" figure (halve it, or keep it in the `_sparse` key)")
+            format!(
+                ": `{reference}` looks like a \"with sparsity\" figure (halve it, or keep it in the `_sparse` key)"
+            )
         } else {
             String::new()
         };

@@ -892,7 +892,13 @@ mod tests {
         assert!(Db::load(&[gpu(h100)]).is_ok(), "{:?}", lint(&[gpu(h100)]));
         // Datasheets round: L40S prints BF16 362.05 dense and 733 with sparsity.
         assert!(Db::load(&[gpu("bf16_tflops = 362.05\nbf16_sparse_tflops = 733")]).is_ok());
-        for key in ["fp16_tflops", "tf32_tflops", "int8_tops", "fp16_sparse_tflops", "int8_sparse_tops"] {
+        for key in [
+            "fp16_tflops",
+            "tf32_tflops",
+            "int8_tops",
+            "fp16_sparse_tflops",
+            "int8_sparse_tops",
+        ] {
             let problems = lint(&[gpu(&format!("{key} = -1"))]);
             assert!(
                 problems
@@ -920,8 +926,16 @@ mod tests {
                 "`fp16_tflops` looks like a \"with sparsity\"",
             ),
             // A sparse figure equal to its dense one: the dense one was copied twice.
-            ("fp8_tflops = 3958\nfp8_sparse_tflops = 3958", "fp8_sparse_tflops", "twice the dense"),
-            ("int8_tops = 1979\nint8_sparse_tops = 3000", "int8_sparse_tops", "twice the dense"),
+            (
+                "fp8_tflops = 3958\nfp8_sparse_tflops = 3958",
+                "fp8_sparse_tflops",
+                "twice the dense",
+            ),
+            (
+                "int8_tops = 1979\nint8_sparse_tops = 3000",
+                "int8_sparse_tops",
+                "twice the dense",
+            ),
         ] {
             let problems = lint(&[gpu(figures)]);
             assert!(
@@ -932,7 +946,8 @@ mod tests {
             );
         }
         // A GPU cut down in one precision, its notes saying so, is not reported.
-        let cut = "bf16_tflops = 148\nfp8_tflops = 500\nnotes = \"fp8_tflops: this part's FP8 is not twice BF16\"";
+        let cut =
+            "bf16_tflops = 148\nfp8_tflops = 500\nnotes = \"fp8_tflops: this part's FP8 is not twice BF16\"";
         assert!(Db::load(&[gpu(cut)]).is_ok(), "{:?}", lint(&[gpu(cut)]));
     }
 
