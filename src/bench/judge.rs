@@ -271,6 +271,8 @@ fn judge_one(
     let (fact, basis) = match eff.basis {
         EfficiencyBasis::Bf16Tflops => ("bf16_tflops".to_string(), gpu.bf16_tflops),
         EfficiencyBasis::Fp8Tflops => ("fp8_tflops".to_string(), gpu.fp8_tflops),
+        EfficiencyBasis::Fp16Tflops => ("fp16_tflops".to_string(), gpu.fp16_tflops),
+        EfficiencyBasis::Tf32Tflops => ("tf32_tflops".to_string(), gpu.tf32_tflops),
         EfficiencyBasis::BandwidthGbs => ("bandwidth_gbs".to_string(), gpu.bandwidth_gbs.map(f64::from)),
         EfficiencyBasis::NvlinkGbs => ("nvlink_gbs".to_string(), gpu.nvlink_gbs.map(f64::from)),
         EfficiencyBasis::PcieLink => match links.get(&index) {

@@ -664,6 +664,146 @@ fn end_of_life_by(ck: &mut Checker<'_>, idx: usize, r: &DriverBranch, by: Partia
     }
 }
 
+/// How far two figures a datasheet prints in a fixed ratio may stray from it before the
+/// linter asks why: datasheets round (L40S: BF16 362.05 dense, 733 with sparsity, 1.2% off
+/// twice), a slip of a sparse figure for a dense one is 100% off.
+const RATIO_TOLERANCE: f64 = 0.03;
+
+/// The compute figures of a GPU record: each positive; each sparse figure twice its dense
+/// one; and, across precisions, the ratios every Tensor Core generation keeps (FP16 = BF16,
+/// TF32 = BF16 / 2, FP8 = 2 x BF16). The cross-precision ratios are what catches a curator's
+/// usual slip, a datasheet's "1,979 TFLOPS*" (with sparsity) written as dense: the figure
+/// is then twice what its neighbours imply. A record whose notes name the key says why it
+/// departs from a ratio (a GPU cut down in one precision only), and is not reported.
+fn check_compute(ck: &mut Checker<'_>, idx: usize, g: &Gpu) {
+    let figures = [
+        ("bf16_tflops", g.bf16_tflops),
+        ("fp16_tflops", g.fp16_tflops),
+        ("tf32_tflops", g.tf32_tflops),
+        ("fp8_tflops", g.fp8_tflops),
+        ("int8_tops", g.int8_tops),
+        ("bf16_sparse_tflops", g.bf16_sparse_tflops),
+        ("fp16_sparse_tflops", g.fp16_sparse_tflops),
+        ("tf32_sparse_tflops", g.tf32_sparse_tflops),
+        ("fp8_sparse_tflops", g.fp8_sparse_tflops),
+        ("int8_sparse_tops", g.int8_sparse_tops),
+    ];
+    let mut bad = false;
+    for (key, value) in figures {
+        if value.is_some_and(|v| !(v.is_finite() && v > 0.0)) {
+            bad = true;
+            let unit = if key.starts_with("int8") { "TOPS" } else { "TFLOPS" };
+            ck.report(
+                idx,
+                KeyPath::key(key),
+                ProblemKind::BadValue,
+                format!("`{key}` must be a positive number of {unit}"),
+            );
+        }
+    }
+    if bad {
+        return;
+    }
+    let explained = |key: &str| g.notes.as_deref().is_some_and(|n| n.contains(key));
+    // (checked key, its figure, the reference key, its figure, expected checked / reference, why)
+    let ratios = [
+        (
+            "bf16_sparse_tflops",
+            g.bf16_sparse_tflops,
+            "bf16_tflops",
+            g.bf16_tflops,
+            2.0,
+            "a 2:4-sparse figure is twice the dense one",
+        ),
+        (
+            "fp16_sparse_tflops",
+            g.fp16_sparse_tflops,
+            "fp16_tflops",
+            g.fp16_tflops,
+            2.0,
+            "a 2:4-sparse figure is twice the dense one",
+        ),
+        (
+            "tf32_sparse_tflops",
+            g.tf32_sparse_tflops,
+            "tf32_tflops",
+            g.tf32_tflops,
+            2.0,
+            "a 2:4-sparse figure is twice the dense one",
+        ),
+        (
+            "fp8_sparse_tflops",
+            g.fp8_sparse_tflops,
+            "fp8_tflops",
+            g.fp8_tflops,
+            2.0,
+            "a 2:4-sparse figure is twice the dense one",
+        ),
+        (
+            "int8_sparse_tops",
+            g.int8_sparse_tops,
+            "int8_tops",
+            g.int8_tops,
+            2.0,
+            "a 2:4-sparse figure is twice the dense one",
+        ),
+        (
+            "fp16_tflops",
+            g.fp16_tflops,
+            "bf16_tflops",
+            g.bf16_tflops,
+            1.0,
+            "Tensor Cores run FP16 and BF16 at one rate",
+        ),
+        (
+            "tf32_tflops",
+            g.tf32_tflops,
+            "bf16_tflops",
+            g.bf16_tflops,
+            0.5,
+            "Tensor Cores run TF32 at half the BF16 rate",
+        ),
+        (
+            "fp8_tflops",
+            g.fp8_tflops,
+            "bf16_tflops",
+            g.bf16_tflops,
+            2.0,
+            "Tensor Cores run FP8 at twice the BF16 rate",
+        ),
+    ];
+    for (key, value, reference, base, expected, why) in ratios {
+        let (Some(v), Some(b)) = (value, base) else {
+            continue;
+        };
+        let ratio = v / b;
+        if (ratio / expected - 1.0).abs() <= RATIO_TOLERANCE || explained(key) {
+            continue;
+        }
+        // A dense figure at twice what its neighbour implies is most likely a sparse one.
+        let hint = if (ratio / expected / 2.0 - 1.0).abs() <= RATIO_TOLERANCE {
+            format!(
+                ": `{key}` looks like a \"with sparsity\" figure (halve it, or keep it in the `_sparse` key)"
+            )
+        } else if (ratio / expected * 2.0 - 1.0).abs() <= RATIO_TOLERANCE {
+            format!(
+                ": `{reference}` looks like a \"with sparsity\" figure (halve it, or keep it in the `_sparse` key)"
+            )
+        } else {
+            String::new()
+        };
+        ck.report(
+            idx,
+            KeyPath::key(key),
+            ProblemKind::Inconsistent,
+            format!(
+                "`{key}` {v} is {ratio:.2} x `{reference}` {b}, where {why} ({expected} x){hint}; \
+                 or the notes name `{key}` and say why"
+            ),
+        );
+    }
+}
+
 fn check_gpus(ck: &mut Checker<'_>, records: &[(usize, Gpu)], drivers: &[(usize, DriverBranch)]) {
     let mut names: HashMap<String, (usize, String)> = HashMap::new();
     for (idx, g) in records {
@@ -690,16 +830,7 @@ fn check_gpus(ck: &mut Checker<'_>, records: &[(usize, Gpu)], drivers: &[(usize,
                 "memory must be a positive number of GiB",
             );
         }
-        for (key, value) in [("bf16_tflops", g.bf16_tflops), ("fp8_tflops", g.fp8_tflops)] {
-            if value.is_some_and(|v| !(v.is_finite() && v > 0.0)) {
-                ck.report(
-                    idx,
-                    KeyPath::key(key),
-                    ProblemKind::BadValue,
-                    format!("`{key}` must be a positive number of TFLOPS (dense, without sparsity)"),
-                );
-            }
-        }
+        check_compute(ck, idx, g);
         if let Some(mib) = g.usable_memory_mib {
             // What the driver reports is the memory as sold (GeForce boards often report
             // exactly that) or a little less, never more; under 85% it is another variant's

@@ -441,6 +441,7 @@ impl Found<'_> {
             Found::Model(r) => r.checked,
             Found::Xid(r) => r.checked,
             Found::Efficiency(r) => r.checked,
+            Found::ForeignGpu(r) => r.checked,
         }
     }
 }

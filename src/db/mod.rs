@@ -972,6 +972,84 @@ mod tests {
         }
     }
 
+    /// Every compute figure is positive; a sparse figure is twice its dense one; and a
+    /// datasheet's "with sparsity" figure written as dense (H100 SXM's "BF16 1,979*") is
+    /// caught by its neighbours and named as such, unless the notes say why.
+    #[test]
+    fn gpu_sparse_figures_are_kept_apart() {
+        let gpu = |v: &str| SourceFile {
+            path: "gpu/h100-sxm.toml".into(),
+            text: Some(Cow::Owned(format!(
+                "name = \"H100 SXM\"\narchitecture = \"hopper\"\ncompute_capability = \"9.0\"\nmemory_gib = 80\n\
+                 form_factor = \"sxm5\"\nnvlink = \"board\"\nsegment = \"datacenter\"\nforward_compat = true\n{v}\n\
+                 checked = \"2026-12-01\"\n[[sources]]\nurl = \"https://www.nvidia.com/en-us/data-center/h100/\"\n"
+            ))),
+        };
+        let h100 = "bf16_tflops = 989.5\nfp16_tflops = 989.5\ntf32_tflops = 494.5\nfp8_tflops = 1979\nint8_tops = 1979\n\
+                    bf16_sparse_tflops = 1979\nfp16_sparse_tflops = 1979\ntf32_sparse_tflops = 989\n\
+                    fp8_sparse_tflops = 3958\nint8_sparse_tops = 3958";
+        assert!(Db::load(&[gpu(h100)]).is_ok(), "{:?}", lint(&[gpu(h100)]));
+        // Datasheets round: L40S prints BF16 362.05 dense and 733 with sparsity.
+        assert!(Db::load(&[gpu("bf16_tflops = 362.05\nbf16_sparse_tflops = 733")]).is_ok());
+        for key in [
+            "fp16_tflops",
+            "tf32_tflops",
+            "int8_tops",
+            "fp16_sparse_tflops",
+            "int8_sparse_tops",
+        ] {
+            let problems = lint(&[gpu(&format!("{key} = -1"))]);
+            assert!(
+                problems
+                    .iter()
+                    .any(|p| p.key.to_string() == key && p.kind == ProblemKind::BadValue),
+                "{key}: {problems:?}"
+            );
+        }
+        // (the record's figures, the key reported, a word its message must have)
+        for (figures, key, says) in [
+            // The sparse figure copied as dense: BF16 1,979 beside TF32 494.5 and FP8 1,979.
+            (
+                "bf16_tflops = 1979\ntf32_tflops = 494.5",
+                "tf32_tflops",
+                "`bf16_tflops` looks like a \"with sparsity\"",
+            ),
+            (
+                "bf16_tflops = 989.5\nfp8_tflops = 3958",
+                "fp8_tflops",
+                "`fp8_tflops` looks like a \"with sparsity\"",
+            ),
+            (
+                "bf16_tflops = 989.5\nfp16_tflops = 1979",
+                "fp16_tflops",
+                "`fp16_tflops` looks like a \"with sparsity\"",
+            ),
+            // A sparse figure equal to its dense one: the dense one was copied twice.
+            (
+                "fp8_tflops = 3958\nfp8_sparse_tflops = 3958",
+                "fp8_sparse_tflops",
+                "twice the dense",
+            ),
+            (
+                "int8_tops = 1979\nint8_sparse_tops = 3000",
+                "int8_sparse_tops",
+                "twice the dense",
+            ),
+        ] {
+            let problems = lint(&[gpu(figures)]);
+            assert!(
+                problems.iter().any(|p| p.key.to_string() == key
+                    && p.kind == ProblemKind::Inconsistent
+                    && p.message.contains(says)),
+                "{figures}: {problems:?}"
+            );
+        }
+        // A GPU cut down in one precision, its notes saying so, is not reported.
+        let cut =
+            "bf16_tflops = 148\nfp8_tflops = 500\nnotes = \"fp8_tflops: this part's FP8 is not twice BF16\"";
+        assert!(Db::load(&[gpu(cut)]).is_ok(), "{:?}", lint(&[gpu(cut)]));
+    }
+
     /// `nvlink` is required; `none` takes no bandwidth, and an SXM module is never `none`.
     #[test]
     fn gpu_nvlink_is_required_and_consistent() {

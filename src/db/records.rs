@@ -352,6 +352,36 @@ pub struct Gpu {
     /// source gives it or the GPU has no FP8 Tensor Cores (before Ada and Hopper).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fp8_tflops: Option<f64>,
+    /// Dense FP16 throughput in TFLOPS, without sparsity: the Tensor Core figure (for
+    /// GeForce boards the whitepaper's "with FP32 Accumulate" one, the accumulation torch's
+    /// half-precision matmul asks cuBLAS for); on a GPU without Tensor Cores whose CUDA
+    /// cores run FP16 at twice FP32 (P100), that rate, said so in the notes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fp16_tflops: Option<f64>,
+    /// Dense TF32 Tensor Core throughput in TFLOPS, without sparsity (Ampere and later):
+    /// what float32 matmuls reach when torch allows TF32.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tf32_tflops: Option<f64>,
+    /// Dense INT8 Tensor Core throughput in TOPS, without sparsity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub int8_tops: Option<f64>,
+    /// The 2:4 structured-sparsity figures datasheets print (marked `*` "with sparsity"),
+    /// kept apart so that they are never read as dense: twice the dense figure on every
+    /// datasheet that prints both. Only for the record; plan and bench use the dense ones.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bf16_sparse_tflops: Option<f64>,
+    /// FP16 with sparsity; see [`Gpu::bf16_sparse_tflops`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fp16_sparse_tflops: Option<f64>,
+    /// TF32 with sparsity; see [`Gpu::bf16_sparse_tflops`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tf32_sparse_tflops: Option<f64>,
+    /// FP8 with sparsity; see [`Gpu::bf16_sparse_tflops`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fp8_sparse_tflops: Option<f64>,
+    /// INT8 with sparsity, TOPS; see [`Gpu::bf16_sparse_tflops`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub int8_sparse_tops: Option<f64>,
     /// The date this record's facts were last checked against their sources
     /// (`YYYY-MM-DD`). Required in every record file (the linter reports a missing one);
     /// absent only for records made at run time (an installed torch).
@@ -901,6 +931,10 @@ pub enum EfficiencyBasis {
     Bf16Tflops,
     /// The GPU record's dense FP8 Tensor Core TFLOPS.
     Fp8Tflops,
+    /// The GPU record's dense FP16 TFLOPS.
+    Fp16Tflops,
+    /// The GPU record's dense TF32 Tensor Core TFLOPS.
+    Tf32Tflops,
     /// The GPU record's memory bandwidth, GB/s.
     BandwidthGbs,
     /// The GPU record's NVLink bandwidth, GB/s, both directions added (as NVIDIA sells it).
@@ -916,6 +950,8 @@ impl EfficiencyBasis {
         match self {
             EfficiencyBasis::Bf16Tflops => "bf16_tflops",
             EfficiencyBasis::Fp8Tflops => "fp8_tflops",
+            EfficiencyBasis::Fp16Tflops => "fp16_tflops",
+            EfficiencyBasis::Tf32Tflops => "tf32_tflops",
             EfficiencyBasis::BandwidthGbs => "bandwidth_gbs",
             EfficiencyBasis::NvlinkGbs => "nvlink_gbs",
             EfficiencyBasis::PcieLink => "pcie_link",

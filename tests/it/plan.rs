@@ -210,7 +210,8 @@ fn cny_offers_are_ranked_by_the_runs_cost() {
         .map(|o| o["offer"]["name"].as_str().unwrap())
         .collect();
     // Run cost known and NVLink as the split wants; then the PCIe boxes whose time leaves the
-    // PCIe traffic out; then the L20, whose GPU has no TFLOPS figure in compat-db.
+    // PCIe traffic out (the L20 among them, by its cost, now that compat-db has its TFLOPS);
+    // then the RTX 4090 D, whose GPU has no TFLOPS figure in compat-db.
     assert_eq!(
         names,
         [
@@ -219,7 +220,8 @@ fn cny_offers_are_ranked_by_the_runs_cost() {
             "4090-pcie",
             "4090-nvlink",
             "4090-48g",
-            "l20-整机"
+            "l20-整机",
+            "4090d-整机"
         ],
         "{doc:#}"
     );
@@ -264,10 +266,14 @@ fn cny_offers_are_ranked_by_the_runs_cost() {
         "{modded:#}"
     );
     // No TFLOPS figure: named, placed last, no cost.
+    let d = by("4090d-整机");
+    assert_eq!(d["unranked_on_time"], true, "{d:#}");
+    assert!(d.get("cost").is_none(), "{d:#}");
+    assert!(d["notes"].to_string().contains("unranked on time"), "{d:#}");
+    // The L20's dense BF16 (119.5 TFLOPS) times it: 6 x 6.74B x 1B FLOPs over 8 GPUs at 40%.
     let l20 = by("l20-整机");
-    assert_eq!(l20["unranked_on_time"], true, "{l20:#}");
-    assert!(l20.get("cost").is_none(), "{l20:#}");
-    assert!(l20["notes"].to_string().contains("unranked on time"), "{l20:#}");
+    assert!(l20.get("unranked_on_time").is_none(), "{l20:#}");
+    assert!((29.0..30.0).contains(&f(l20, "hours")), "{l20:#}");
     assert!(h800.get("unranked_on_time").is_none(), "{h800:#}");
     // The order is for the pick, the H800 node, with what its listing says.
     let order = doc["order"].as_str().unwrap();
