@@ -546,6 +546,8 @@ pub fn judge_installed(cat: &dyn Catalog, q: &Query, installed: &Installed) -> R
             || format!("https://download.pytorch.org/whl/{tag}"),
             |v| v.index_url.clone(),
         ),
+        // Installed already: which wheels the index serves no longer matters.
+        platforms: Vec::new(),
         unverified: Vec::new(),
         notes: None,
         sources: db_variant.map(|v| v.sources.clone()).unwrap_or_default(),
@@ -559,6 +561,8 @@ pub fn judge_installed(cat: &dyn Catalog, q: &Query, installed: &Installed) -> R
         // Already installed: the platform tag no longer matters.
         manylinux: "manylinux1_x86_64".parse().expect("valid tag"),
         pypi_default: tag,
+        pypi_platforms: Vec::new(),
+        manylinux_aarch64: None,
         torchvision: known.and_then(|r| r.torchvision.clone()),
         torchaudio: known.and_then(|r| r.torchaudio.clone()),
         triton: None,
