@@ -9,8 +9,8 @@ use super::CliError;
 use crate::db::Db;
 use crate::files;
 use crate::model::{
-    DriverVersion, GlibcVersion, HostArch, Reading, SeriesOf, Variant, VersionSpecifiers, glibc_of_os, known_os,
-    local_variant, read_series,
+    DriverVersion, GlibcVersion, HostArch, Reading, SeriesOf, Variant, VersionSpecifiers, glibc_of_os,
+    known_os, local_variant, read_series,
 };
 use crate::project::ProjectNeeds;
 use crate::resolve::{CudaAsk, GpuAsk, Pin, Query};
@@ -216,7 +216,9 @@ impl StackArgs {
 /// A GPU that brings its own host fixes the architecture: a `--arch` (or a probed host)
 /// that says otherwise describes no machine that exists.
 pub(crate) fn check_arch(q: &Query) -> Result<(), CliError> {
-    let Some((arch, origin)) = &q.arch else { return Ok(()) };
+    let Some((arch, origin)) = &q.arch else {
+        return Ok(());
+    };
     for g in &q.gpus {
         if let Some(host) = g.gpu.host_arch.as_deref().filter(|h| *h != arch.as_str()) {
             return Err(CliError::Usage(format!(

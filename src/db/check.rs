@@ -10,7 +10,9 @@ use super::problem::{KeyPath, Problem, ProblemKind};
 use super::records::*;
 use super::{Db, Kind, SourceFile, normalize};
 use crate::model::pep508::normalize_name;
-use crate::model::{Architecture, HostArch, ComputeCapability, CudaVersion, PartialDate, PythonTag, Variant, public};
+use crate::model::{
+    Architecture, ComputeCapability, CudaVersion, HostArch, PartialDate, PythonTag, Variant, public,
+};
 
 struct FileCtx<'a> {
     path: &'a str,

@@ -7,9 +7,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::{HostArch, 
-    Architecture, ComputeCapability, CudaVersion, CudnnVersion, DriverVersion, GlibcVersion, Manylinux,
-    NcclVersion, PartialDate, PythonTag, Variant, Version, VersionSpecifiers,
+use crate::model::{
+    Architecture, ComputeCapability, CudaVersion, CudnnVersion, DriverVersion, GlibcVersion, HostArch,
+    Manylinux, NcclVersion, PartialDate, PythonTag, Variant, Version, VersionSpecifiers,
 };
 
 /// Where a fact comes from.

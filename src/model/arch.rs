@@ -60,7 +60,11 @@ impl HostArch {
         let note = (alias || t != arch.as_str()).then(|| {
             format!(
                 "`{t}` is the {} architecture; Linux and wheel tags call it {}",
-                if arch == HostArch::Aarch64 { "64-bit Arm" } else { "64-bit x86" },
+                if arch == HostArch::Aarch64 {
+                    "64-bit Arm"
+                } else {
+                    "64-bit x86"
+                },
                 arch.as_str()
             )
         });
@@ -119,8 +123,14 @@ mod tests {
     #[test]
     fn refuses_other_names_listing_the_forms() {
         let e = HostArch::read("ppc64le").unwrap_err().to_string();
-        assert!(e.contains("ppc64le") && e.contains("aarch64") && e.contains("arm64"), "{e}");
-        assert!("arm64".parse::<HostArch>().is_err(), "records write the canonical name");
+        assert!(
+            e.contains("ppc64le") && e.contains("aarch64") && e.contains("arm64"),
+            "{e}"
+        );
+        assert!(
+            "arm64".parse::<HostArch>().is_err(),
+            "records write the canonical name"
+        );
         assert_eq!("aarch64".parse::<HostArch>().unwrap(), HostArch::Aarch64);
     }
 }

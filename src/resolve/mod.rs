@@ -29,7 +29,9 @@ use std::borrow::Cow;
 use serde::{Deserialize, Serialize};
 
 use crate::db::{self, CudaRelease, Db, DriverBranch, Gpu, PythonRelease, TorchRelease};
-use crate::model::{CudaVersion, DriverVersion, GlibcVersion, HostArch, PartialDate, Variant, VersionSpecifiers};
+use crate::model::{
+    CudaVersion, DriverVersion, GlibcVersion, HostArch, PartialDate, Variant, VersionSpecifiers,
+};
 
 pub use crate::project::{Origin, Pin};
 pub use index::Index;

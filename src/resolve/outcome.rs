@@ -16,7 +16,9 @@ use super::{Code, Finding, Needs, Origin, Query, Severity, Status};
 use crate::db::{
     BranchType, CudaRelease, DriverBranch, Gpu, PythonRelease, Segment, TorchRelease, TorchVariant,
 };
-use crate::model::{ComputeCapability, CudaVersion, CudnnVersion, DriverVersion, GlibcVersion, HostArch, PartialDate};
+use crate::model::{
+    ComputeCapability, CudaVersion, CudnnVersion, DriverVersion, GlibcVersion, HostArch, PartialDate,
+};
 
 pub(super) trait FindingExt {
     fn fact(self, k: &'static str, v: impl ToString) -> Self;
@@ -475,7 +477,10 @@ fn no_arch_wheel(h: Head, r: &Render<'_>, arch: HostArch, unverified: bool) -> F
         format!("{} serves no {arch} wheel of it", r.v.index_url)
     };
     let first = match first_cuda_wheel(r.ix.cat.torch(), arch) {
-        Some((rel, v)) => format!("; the first with {arch} CUDA wheels is torch {}+{}", rel.version, v.tag),
+        Some((rel, v)) => format!(
+            "; the first with {arch} CUDA wheels is torch {}+{}",
+            rel.version, v.tag
+        ),
         None => format!("; no torch release here has {arch} CUDA wheels"),
     };
     h.says(format!(

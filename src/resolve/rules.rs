@@ -16,7 +16,9 @@ use super::index::{CudaLine, Index};
 use super::outcome::{FindingExt, Outcome, Render};
 use super::{CudaAsk, Finding, Findings, Needs, Query, Rank, Severity, Stack, Status};
 use crate::db::{DriverBranch, Gpu, TorchRelease, TorchVariant};
-use crate::model::{ArchSuffix, ComputeCapability, CudaVersion, DriverVersion, HostArch, PythonTag, Variant, Version};
+use crate::model::{
+    ArchSuffix, ComputeCapability, CudaVersion, DriverVersion, HostArch, PythonTag, Variant, Version,
+};
 use crate::project::marker_applies;
 
 /// The query's GPU models, each once (eight H100s are judged once).
@@ -97,10 +99,10 @@ pub(crate) fn cuda_wheel_source(rel: &TorchRelease, v: &TorchVariant, arch: Host
 }
 
 /// The oldest build with a CUDA wheel for `arch`, for the message of a build without one.
-pub(crate) fn first_cuda_wheel<'a>(
-    torch: &'a [TorchRelease],
+pub(crate) fn first_cuda_wheel(
+    torch: &[TorchRelease],
     arch: HostArch,
-) -> Option<(&'a TorchRelease, &'a TorchVariant)> {
+) -> Option<(&TorchRelease, &TorchVariant)> {
     torch.iter().find_map(|rel| {
         rel.variants
             .iter()

@@ -173,7 +173,11 @@ pub fn pins(meta: &Metadata) -> Vec<Pin> {
         };
         if let Some((spec, exact)) = pin {
             // The marker as written: `platform_machine == "x86_64"` (either quote).
-            let marker: String = line.split_once(';').map(|(_, m)| m).unwrap_or("").replace('\'', "\"");
+            let marker: String = line
+                .split_once(';')
+                .map(|(_, m)| m)
+                .unwrap_or("")
+                .replace('\'', "\"");
             out.push(Pin {
                 name: req.name.to_string(),
                 version: spec.version().to_string(),

@@ -498,7 +498,10 @@ fn new_record(f: &TorchFacts, previous: Option<&TorchRelease>) -> TorchRelease {
     }
     if f.pypi_platforms.is_none() {
         unverified.push("pypi_platforms".to_string());
-        notes.push("No CUDA runtime pin was read, so PyPI's aarch64 wheels are assumed to be CPU-only builds.".into());
+        notes.push(
+            "No CUDA runtime pin was read, so PyPI's aarch64 wheels are assumed to be CPU-only builds."
+                .into(),
+        );
     }
     let b = f.default.clone().unwrap_or_default();
     let mut variants = vec![TorchVariant {
@@ -540,7 +543,11 @@ fn new_record(f: &TorchFacts, previous: Option<&TorchRelease>) -> TorchRelease {
                 ptx: Vec::new(),
                 python: None,
                 index_url: index_url(*tag),
-                platforms: if tag.is_cuda() { vec![HostArch::X86_64] } else { Vec::new() },
+                platforms: if tag.is_cuda() {
+                    vec![HostArch::X86_64]
+                } else {
+                    Vec::new()
+                },
                 unverified: if tag.is_cuda() {
                     vec!["platforms".to_string()]
                 } else {
