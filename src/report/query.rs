@@ -195,8 +195,8 @@ pub fn query(out: &mut dyn Write, q: &Query, a: &Answer, opts: &QueryOpts) -> io
         .collect();
     writeln!(out, "query: {}", describe(q))?;
     write_readings(out, q)?;
-    write_arch(out, q, a)?;
     write_extensions_from(out, q)?;
+    write_arch(out, q, a)?;
     let builds = by_build(shown.iter().copied());
     write_verdict(out, a, opts)?;
     write_table(out, &builds, opts)?;
