@@ -9,8 +9,8 @@ use super::CliError;
 use crate::db::Db;
 use crate::files;
 use crate::model::{
-    DriverVersion, GlibcVersion, Reading, SeriesOf, Variant, VersionSpecifiers, glibc_of_os, known_os,
-    local_variant, read_series,
+    DriverVersion, GlibcVersion, HostArch, Reading, SeriesOf, Variant, VersionSpecifiers, glibc_of_os,
+    known_os, local_variant, read_series,
 };
 use crate::project::ProjectNeeds;
 use crate::resolve::{CudaAsk, GpuAsk, Pin, Query};
@@ -42,6 +42,11 @@ pub struct StackArgs {
     /// The host's glibc version: `2.35`.
     #[arg(long, value_name = "VERSION", conflicts_with = "os")]
     pub glibc: Option<String>,
+    /// The host's CPU architecture: `x86_64` or `aarch64` (`arm64`, `sbsa`). torch's CUDA
+    /// wheels differ by architecture (PyPI's aarch64 wheels were CPU-only to 2.10). Implied
+    /// by a GPU that brings its host (GH200, GB200: aarch64).
+    #[arg(long, value_name = "ARCH")]
+    pub arch: Option<String>,
     /// The project compiles CUDA extensions: it needs an nvcc matching torch's CUDA.
     /// Implied by a requirement on a package that compiles at install (flash-attn, ...).
     #[arg(long)]
@@ -128,6 +133,7 @@ impl StackArgs {
             driver,
             os,
             glibc,
+            arch,
             extensions,
         } = self;
         torch.is_none()
@@ -137,6 +143,7 @@ impl StackArgs {
             && driver.is_none()
             && os.is_none()
             && glibc.is_none()
+            && arch.is_none()
             && !extensions
     }
 
@@ -197,10 +204,40 @@ impl StackArgs {
                 .map_err(|e| CliError::Usage(format!("--glibc: {e}")))?;
             q.glibc = Some((v, "--glibc".into()));
         }
+        if let Some(a) = &self.arch {
+            let (arch, note) = HostArch::read(a).map_err(|e| CliError::Usage(format!("--arch: {e}")))?;
+            if let Some(note) = note {
+                q.readings.push(Reading {
+                    input: "--arch".into(),
+                    given: a.trim().to_string(),
+                    read_as: arch.to_string(),
+                    note,
+                });
+            }
+            q.arch = Some((arch, "--arch".into()));
+        }
+        check_arch(&q)?;
         q.extensions = self.extensions;
         q.today = crate::db::today();
         Ok(q)
     }
+}
+
+/// A GPU that brings its own host fixes the architecture: a `--arch` (or a probed host)
+/// that says otherwise describes no machine that exists.
+pub(crate) fn check_arch(q: &Query) -> Result<(), CliError> {
+    let Some((arch, origin)) = &q.arch else {
+        return Ok(());
+    };
+    for g in &q.gpus {
+        if let Some(host) = g.gpu.host_arch.as_deref().filter(|h| *h != arch.as_str()) {
+            return Err(CliError::Usage(format!(
+                "{origin} {arch} contradicts the GPU: the {} comes with its own {host} host (its record's host_arch); drop {origin} or name another GPU",
+                g.gpu.name
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Where project files are read from.

@@ -10,7 +10,9 @@ use super::problem::{KeyPath, Problem, ProblemKind};
 use super::records::*;
 use super::{Db, Kind, SourceFile, normalize};
 use crate::model::pep508::normalize_name;
-use crate::model::{Architecture, ComputeCapability, CudaVersion, PartialDate, PythonTag, Variant, public};
+use crate::model::{
+    Architecture, ComputeCapability, CudaVersion, HostArch, PartialDate, PythonTag, Variant, public,
+};
 
 struct FileCtx<'a> {
     path: &'a str,
@@ -1057,12 +1059,67 @@ fn check_torch(ck: &mut Checker<'_>, recs: &Records) {
                 format!("`{}` is not one of the variants", t.pypi_default),
             );
         }
+        check_torch_platforms(ck, idx, t);
         let mut tags: Vec<Variant> = Vec::new();
         for (i, v) in t.variants.iter().enumerate() {
             check_torch_variant(ck, idx, i, v, &mut tags, recs);
         }
     }
     duplicates(ck, records, |r| r.version.clone(), "version");
+}
+
+/// An architecture list: each named once.
+fn check_arch_list(ck: &mut Checker<'_>, idx: usize, at: &KeyPath, list: &[HostArch]) {
+    for (i, a) in list.iter().enumerate() {
+        if list[..i].contains(a) {
+            ck.report(
+                idx,
+                at.index(i),
+                ProblemKind::DuplicateId,
+                format!("`{a}` is listed twice"),
+            );
+        }
+    }
+}
+
+/// Where a release's CUDA wheels exist: PyPI's default build (on x86_64 always: no torch
+/// release lacks it), each CUDA build's index, and the tag of PyPI's aarch64 wheels.
+fn check_torch_platforms(ck: &mut Checker<'_>, idx: usize, t: &TorchRelease) {
+    let at = KeyPath::key("pypi_platforms");
+    if t.pypi_platforms.is_empty() {
+        ck.report(
+            idx,
+            at.clone(),
+            ProblemKind::MissingKey,
+            "say on which architectures PyPI's wheel is the default build: `pypi_platforms = [\"x86_64\"]`, with `\"aarch64\"` where PyPI's aarch64 wheel is a CUDA build too",
+        );
+    } else if !t.pypi_platforms.contains(&HostArch::X86_64) {
+        ck.report(
+            idx,
+            at.clone(),
+            ProblemKind::BadValue,
+            "PyPI's Linux x86_64 wheel is the default build of every torch release: list `x86_64`",
+        );
+    }
+    check_arch_list(ck, idx, &at, &t.pypi_platforms);
+    if let Some(m) = &t.manylinux_aarch64 {
+        if !m.as_str().ends_with("_aarch64") {
+            ck.report(
+                idx,
+                KeyPath::key("manylinux_aarch64"),
+                ProblemKind::BadValue,
+                format!("`{m}` is not an aarch64 platform tag (`manylinux_2_28_aarch64`)"),
+            );
+        }
+    }
+    if t.pypi_platforms.contains(&HostArch::Aarch64) && t.manylinux_aarch64.is_none() {
+        ck.report(
+            idx,
+            KeyPath::key("manylinux_aarch64"),
+            ProblemKind::MissingKey,
+            "PyPI has aarch64 wheels of this release: give their platform tag",
+        );
+    }
 }
 
 /// A torch release's glibc floor: said where it comes from, and not below its wheels' tag.
@@ -1137,6 +1194,18 @@ fn check_torch_variant(
                 format!("no Python {} record", tag.version()),
             );
         }
+    }
+    check_arch_list(ck, idx, &at.join("platforms"), &v.platforms);
+    if v.tag.is_cuda() && v.platforms.is_empty() {
+        ck.report(
+            idx,
+            at.join("platforms"),
+            ProblemKind::MissingKey,
+            format!(
+                "say which architectures the `{}` index serves wheels of this build for: `platforms = [\"x86_64\"]`, with `\"aarch64\"` where it has aarch64 (sbsa) CUDA wheels",
+                v.tag
+            ),
+        );
     }
     match v.tag {
         Variant::Cpu => {

@@ -8,8 +8,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::model::{
-    Architecture, ComputeCapability, CudaVersion, CudnnVersion, DriverVersion, GlibcVersion, Manylinux,
-    NcclVersion, PartialDate, PythonTag, Variant, Version, VersionSpecifiers,
+    Architecture, ComputeCapability, CudaVersion, CudnnVersion, DriverVersion, GlibcVersion, HostArch,
+    Manylinux, NcclVersion, PartialDate, PythonTag, Variant, Version, VersionSpecifiers,
 };
 
 /// Where a fact comes from.
@@ -433,6 +433,14 @@ pub struct TorchRelease {
     pub glibc_from: Option<GlibcBasis>,
     /// The variant `pip install torch` gets from PyPI.
     pub pypi_default: Variant,
+    /// The architectures on which PyPI's Linux wheel is that variant, a CUDA build. On the
+    /// others (aarch64 up to 2.10) PyPI's wheel is a CPU-only build and the CUDA build, where
+    /// there is one, comes from its variant's index. Empty only in records made at run time.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pypi_platforms: Vec<HostArch>,
+    /// Platform tag of PyPI's Linux aarch64 wheels (`manylinux_2_28_aarch64`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manylinux_aarch64: Option<Manylinux>,
     /// Matching torchvision.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub torchvision: Option<Version>,
@@ -521,6 +529,10 @@ pub struct TorchVariant {
     pub python: Option<Vec<PythonTag>>,
     /// The pip index that serves this build.
     pub index_url: String,
+    /// The architectures whose Linux wheels of this build `index_url` serves (required for
+    /// CUDA builds; a CUDA build without `aarch64` has no CUDA wheel for Grace hosts there).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub platforms: Vec<HostArch>,
     /// Facts not checked against a primary source, by key.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unverified: Vec<String>,

@@ -17,6 +17,7 @@
 //! - Wheel tags, not `Requires-Python`, decide which Pythons a wheel installs on; the
 //!   manylinux tag sets the glibc floor (`manylinux_2_28` needs glibc 2.28).
 
+mod arch;
 mod cc;
 mod date;
 mod dotted;
@@ -36,6 +37,7 @@ mod written;
 #[cfg(test)]
 mod proptests;
 
+pub use arch::{ARCH_FORMS, HostArch};
 pub use cc::{ArchSuffix, Architecture, ComputeCapability};
 pub use date::PartialDate;
 pub use dotted::{CudaVersion, CudnnVersion, Dotted, DriverVersion, GlibcVersion, NcclVersion};

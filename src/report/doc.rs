@@ -29,6 +29,15 @@ fn schema_version() -> u32 {
     SCHEMA_VERSION
 }
 
+/// The host architecture a query was answered for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArchDoc {
+    /// `x86_64` or `aarch64`.
+    pub name: crate::model::HostArch,
+    /// Where it came from (`--arch`, `uname -m`, `the GH200 brings its aarch64 host`).
+    pub from: String,
+}
+
 /// `gpuenv query --json`: the answer, best stack first.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct QueryDoc {
@@ -39,6 +48,10 @@ pub struct QueryDoc {
     pub query: String,
     /// Each input that was not taken literally, and how it was read.
     pub readings: Vec<Reading>,
+    /// The host's CPU architecture the answer is for, and where it came from; absent when
+    /// nothing said (x86_64 wheels are then assumed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arch: Option<ArchDoc>,
     /// The best stack's verdict.
     pub verdict: Status,
     /// The database's date: the newest `checked` of its records.

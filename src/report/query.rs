@@ -66,6 +66,19 @@ pub(super) fn write_readings(out: &mut dyn Write, q: &Query) -> io::Result<()> {
     Ok(())
 }
 
+/// The host architecture the answer is for. Unknown, x86_64 wheels are assumed, and the
+/// answer says so where a CUDA build is shown: on an Arm host they may not exist.
+pub(super) fn write_arch(out: &mut dyn Write, q: &Query, a: &Answer) -> io::Result<()> {
+    match q.host_arch() {
+        Some((arch, from)) => writeln!(out, "arch:  {arch} ({from})"),
+        None if a.stacks.iter().any(|s| s.cuda.is_some()) => writeln!(
+            out,
+            "arch:  not given: x86_64 wheels assumed (on an Arm host, GH200 or GB200, give --arch aarch64)"
+        ),
+        None => Ok(()),
+    }
+}
+
 /// Builds (torch + variant) in rank order, each with its stacks.
 fn by_build<'a>(stacks: impl Iterator<Item = &'a Stack>) -> Vec<Vec<&'a Stack>> {
     let mut out: Vec<Vec<&Stack>> = Vec::new();
@@ -151,6 +164,10 @@ pub(crate) fn answer_json(q: &Query, a: &Answer, opts: &QueryOpts) -> QueryDoc {
         schema_version: SCHEMA_VERSION,
         query: describe(q),
         readings: q.readings.clone(),
+        arch: q.host_arch().map(|(name, from)| super::doc::ArchDoc {
+            name,
+            from: from.into_owned(),
+        }),
         verdict: a.verdict,
         db_date: a.db_date,
         findings: a.findings.clone(),
@@ -179,6 +196,7 @@ pub fn query(out: &mut dyn Write, q: &Query, a: &Answer, opts: &QueryOpts) -> io
     writeln!(out, "query: {}", describe(q))?;
     write_readings(out, q)?;
     write_extensions_from(out, q)?;
+    write_arch(out, q, a)?;
     let builds = by_build(shown.iter().copied());
     write_verdict(out, a, opts)?;
     write_table(out, &builds, opts)?;

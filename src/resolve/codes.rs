@@ -43,6 +43,8 @@ codes! {
     PythonEndOfLife = "python-end-of-life": "this Python release line is past its end of security support",
     GlibcTooOld = "glibc-too-old": "the wheels need a newer glibc than the host's: their manylinux tag, or the glibc their libraries need where that is higher",
     CpuBuild = "cpu-build": "a CPU-only build: it runs, but never on the GPU",
+    NoCudaWheelForArch = "no-cuda-wheel-for-arch": "the build has no CUDA wheel for the host's CPU architecture (aarch64): pip installs a CPU-only build there",
+    CudaWheelForArch = "cuda-wheel-for-arch": "the build has a CUDA wheel for the host's CPU architecture (aarch64), on PyPI or on its own index",
     NoCudaDevice = "no-cuda-device": "the machine was found to have no usable NVIDIA GPU or driver: a CUDA build cannot run there",
     // The GPU and the kernels in the wheel.
     GpuSass = "gpu-sass": "the wheel has SASS (native kernels) for the GPU's architecture",

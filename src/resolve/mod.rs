@@ -29,7 +29,9 @@ use std::borrow::Cow;
 use serde::{Deserialize, Serialize};
 
 use crate::db::{self, CudaRelease, Db, DriverBranch, Gpu, PythonRelease, TorchRelease};
-use crate::model::{CudaVersion, DriverVersion, GlibcVersion, PartialDate, Variant, VersionSpecifiers};
+use crate::model::{
+    CudaVersion, DriverVersion, GlibcVersion, HostArch, PartialDate, Variant, VersionSpecifiers,
+};
 
 pub use crate::project::{Origin, Pin};
 pub use index::Index;
@@ -109,6 +111,10 @@ pub struct Query {
     pub driver: Option<DriverVersion>,
     /// The host's glibc, and where it came from (`--os ubuntu22.04`).
     pub glibc: Option<(GlibcVersion, Origin)>,
+    /// The host's CPU architecture, and where it came from (`--arch`, `uname -m`). When
+    /// absent, a GPU that brings its host (GH200: `host_arch`) decides; when neither does,
+    /// x86_64 is assumed, as torch's x86_64 wheels are what the records describe first.
+    pub arch: Option<(HostArch, Origin)>,
     /// The project compiles CUDA extensions (`--extensions`, or a requirement in
     /// `extensions_from` that is assumed to compile).
     pub extensions: bool,
@@ -129,6 +135,20 @@ pub struct Query {
     /// How inputs that were not taken literally were read (`--torch 2.4` as `==2.4.*`),
     /// for the reports to echo.
     pub readings: Vec<crate::model::Reading>,
+}
+
+impl Query {
+    /// The host's architecture and where it came from: the query's own, else the first GPU
+    /// that brings its host (`host_arch`); `None` when nothing says (x86_64 is assumed).
+    pub fn host_arch(&self) -> Option<(HostArch, Cow<'_, str>)> {
+        if let Some((a, origin)) = &self.arch {
+            return Some((*a, Cow::Borrowed(origin.as_str())));
+        }
+        self.gpus.iter().find_map(|g| {
+            let a: HostArch = g.gpu.host_arch.as_deref()?.parse().ok()?;
+            Some((a, Cow::Owned(format!("the {} brings its {a} host", g.gpu.name))))
+        })
+    }
 }
 
 /// The verdict of a stack, and of a whole answer (its best stack's).
@@ -546,6 +566,8 @@ pub fn judge_installed(cat: &dyn Catalog, q: &Query, installed: &Installed) -> R
             || format!("https://download.pytorch.org/whl/{tag}"),
             |v| v.index_url.clone(),
         ),
+        // Installed already: which wheels the index serves no longer matters.
+        platforms: Vec::new(),
         unverified: Vec::new(),
         notes: None,
         sources: db_variant.map(|v| v.sources.clone()).unwrap_or_default(),
@@ -559,6 +581,8 @@ pub fn judge_installed(cat: &dyn Catalog, q: &Query, installed: &Installed) -> R
         // Already installed: the platform tag no longer matters.
         manylinux: "manylinux1_x86_64".parse().expect("valid tag"),
         pypi_default: tag,
+        pypi_platforms: Vec::new(),
+        manylinux_aarch64: None,
         torchvision: known.and_then(|r| r.torchvision.clone()),
         torchaudio: known.and_then(|r| r.torchaudio.clone()),
         triton: None,

@@ -11,12 +11,14 @@ use std::borrow::Cow;
 
 use super::graph::{Edge, Node};
 use super::index::{CudaLine, Index};
-use super::rules::{DriverOutcome, Kernels, NvccTarget, TagEntry};
+use super::rules::{DriverOutcome, Kernels, NvccTarget, TagEntry, WheelSource, first_cuda_wheel};
 use super::{Code, Finding, Needs, Origin, Query, Severity, Status};
 use crate::db::{
     BranchType, CudaRelease, DriverBranch, Gpu, PythonRelease, Segment, TorchRelease, TorchVariant,
 };
-use crate::model::{ComputeCapability, CudaVersion, CudnnVersion, DriverVersion, GlibcVersion, PartialDate};
+use crate::model::{
+    ComputeCapability, CudaVersion, CudnnVersion, DriverVersion, GlibcVersion, HostArch, PartialDate,
+};
 
 pub(super) trait FindingExt {
     fn fact(self, k: &'static str, v: impl ToString) -> Self;
@@ -102,6 +104,14 @@ pub(crate) enum Outcome<'x> {
     },
     /// A CPU-only build asked of a machine with GPUs.
     CpuBuild,
+    /// A CUDA build with no CUDA wheel for the host's (non-x86_64) architecture.
+    NoArchWheel { arch: HostArch, unverified: bool },
+    /// A CUDA build with a CUDA wheel for the host's (non-x86_64) architecture.
+    ArchWheel {
+        arch: HostArch,
+        source: WheelSource,
+        unverified: bool,
+    },
     /// A CUDA build where it is a fact that no GPU is usable.
     NoCudaDevice { why: &'x str },
     /// The CUDA the build was built with (an edge only).
@@ -220,6 +230,8 @@ impl Outcome<'_> {
             Outcome::GlibcTooOld { .. } => (Code::GlibcTooOld, Inc),
             Outcome::CpuBuild => (Code::CpuBuild, Warn),
             Outcome::NoCudaDevice { .. } => (Code::NoCudaDevice, Inc),
+            Outcome::NoArchWheel { .. } => (Code::NoCudaWheelForArch, Inc),
+            Outcome::ArchWheel { .. } => (Code::CudaWheelForArch, Info),
             Outcome::BuiltWith { .. } | Outcome::Bundles { .. } => return None,
             Outcome::CudaPending { .. } => (Code::CudaFactsPending, Cond),
             Outcome::CudaUnknown { .. } => (Code::CudaUnknown, Cond),
@@ -280,6 +292,26 @@ impl Outcome<'_> {
                     r.name
                 ))
                 .fact("machine", why),
+            Outcome::NoArchWheel { arch, unverified } => no_arch_wheel(h, r, *arch, *unverified),
+            Outcome::ArchWheel {
+                arch,
+                source,
+                unverified,
+            } => {
+                let via = match source {
+                    WheelSource::Pypi => "PyPI's own wheel".to_string(),
+                    _ => format!("on {}", r.v.index_url),
+                };
+                let pypi = if *source == WheelSource::Pypi || r.v.tag != r.rel.pypi_default {
+                    String::new()
+                } else {
+                    format!(" (PyPI's {arch} wheel is a CPU-only build: install from the index)")
+                };
+                h.says(format!("torch {} has a CUDA wheel for {arch}: {via}{pypi}", r.name))
+                    .fact("arch", arch)
+                    .source(arch_source(r, *source))
+                    .unverified(*unverified)
+            }
             Outcome::CudaPending { cuda, first } => cuda_pending(h, r, cuda, first),
             Outcome::CudaUnknown { cuda } => h
                 .says(format!(
@@ -453,6 +485,48 @@ fn glibc(h: Head, r: &Render<'_>, host: &GlibcVersion, origin: &str, floor: &Gli
         found = found.fact("needs_glibc_from", from.as_str());
     }
     found
+}
+
+/// The source of a build's platforms: the PyPI files list for PyPI's wheel, else the
+/// build's own note on its platforms, else its first source.
+fn arch_source<'r>(r: &'r Render<'_>, source: WheelSource) -> Option<&'r str> {
+    let find = |list: &'r [crate::db::Source], key: &str| {
+        list.iter()
+            .find(|s| s.note.as_deref().is_some_and(|n| n.starts_with(key)))
+            .map(|s| s.url.as_str())
+    };
+    match source {
+        WheelSource::Pypi => find(&r.rel.sources, "pypi_platforms").or(first_source(&r.rel.sources)),
+        _ => find(&r.v.sources, "platforms").or(first_source(&r.v.sources)),
+    }
+}
+
+/// A CUDA build without a wheel for the host's architecture, naming what pip installs
+/// instead and the first build that has one.
+fn no_arch_wheel(h: Head, r: &Render<'_>, arch: HostArch, unverified: bool) -> Finding {
+    let pypi = if r.v.tag == r.rel.pypi_default {
+        format!("pip install torch=={} installs a CPU-only build", r.rel.version)
+    } else {
+        format!("{} serves no {arch} wheel of it", r.v.index_url)
+    };
+    let first = match first_cuda_wheel(r.ix.cat.torch(), arch) {
+        Some((rel, v)) => format!(
+            "; the first with {arch} CUDA wheels is torch {}+{}",
+            rel.version, v.tag
+        ),
+        None => format!("; no torch release here has {arch} CUDA wheels"),
+    };
+    h.says(format!(
+        "torch {} has no CUDA wheel for {arch}: {pypi}{first}",
+        r.name
+    ))
+    .fact("arch", arch)
+    .fact("platforms", {
+        let p: Vec<&str> = r.v.platforms.iter().map(|a| a.as_str()).collect();
+        p.join(", ")
+    })
+    .source(arch_source(r, WheelSource::Index).or(arch_source(r, WheelSource::Pypi)))
+    .unverified(unverified)
 }
 
 /// The pending toolkit records of the build's CUDA: only this rare finding looks at the

@@ -16,7 +16,9 @@ use super::index::{CudaLine, Index};
 use super::outcome::{FindingExt, Outcome, Render};
 use super::{CudaAsk, Finding, Findings, Needs, Query, Rank, Severity, Stack, Status};
 use crate::db::{DriverBranch, Gpu, TorchRelease, TorchVariant};
-use crate::model::{ArchSuffix, ComputeCapability, CudaVersion, DriverVersion, PythonTag, Variant, Version};
+use crate::model::{
+    ArchSuffix, ComputeCapability, CudaVersion, DriverVersion, HostArch, PythonTag, Variant, Version,
+};
 use crate::project::marker_applies;
 
 /// The query's GPU models, each once (eight H100s are judged once).
@@ -62,6 +64,54 @@ fn kernels_for(v: &TorchVariant, cc: ComputeCapability) -> Kernels {
     Kernels::None
 }
 
+/// The host's architecture as far as the query says (see [`Query::host_arch`]), without
+/// where it came from: the rules ask it once per build.
+pub(crate) fn arch_of(q: &Query) -> Option<HostArch> {
+    q.arch.as_ref().map(|(a, _)| *a).or_else(|| {
+        q.gpus
+            .iter()
+            .find_map(|g| g.gpu.host_arch.as_deref().and_then(|a| a.parse().ok()))
+    })
+}
+
+/// Where pip gets a build's CUDA wheel for an architecture.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WheelSource {
+    /// PyPI's own wheel is this build there.
+    Pypi,
+    /// The build's index (`download.pytorch.org/whl/cu128`) has it.
+    Index,
+    /// Nowhere: pip installs a CPU-only wheel (aarch64) or nothing.
+    None,
+}
+
+/// Where the CUDA wheel of `v` for `arch` comes from. A record that lists no platforms (a
+/// build made at run time) is taken as an x86_64 one.
+pub(crate) fn cuda_wheel_source(rel: &TorchRelease, v: &TorchVariant, arch: HostArch) -> WheelSource {
+    let has = |list: &[HostArch]| list.contains(&arch) || (list.is_empty() && arch == HostArch::X86_64);
+    if v.tag == rel.pypi_default && has(&rel.pypi_platforms) {
+        WheelSource::Pypi
+    } else if has(&v.platforms) {
+        WheelSource::Index
+    } else {
+        WheelSource::None
+    }
+}
+
+/// The oldest build with a CUDA wheel for `arch`, for the message of a build without one.
+pub(crate) fn first_cuda_wheel(
+    torch: &[TorchRelease],
+    arch: HostArch,
+) -> Option<(&TorchRelease, &TorchVariant)> {
+    torch.iter().find_map(|rel| {
+        rel.variants
+            .iter()
+            .filter(|v| v.tag.is_cuda())
+            .find(|v| cuda_wheel_source(rel, v, arch) != WheelSource::None)
+            .map(|v| (rel, v))
+    })
+}
+
 fn build_name(rel: &TorchRelease, v: &TorchVariant) -> String {
     format!("{}+{}", rel.version, v.tag)
 }
@@ -89,6 +139,25 @@ pub(crate) fn build_rules<'x>(
     if let Some(why) = &q.no_cuda_device {
         emit(Outcome::NoCudaDevice { why });
         return None;
+    }
+    // An Arm host (Grace) gets torch's CUDA build only where one was published for it:
+    // elsewhere pip installs a CPU-only aarch64 wheel.
+    if let Some(arch) = arch_of(q).filter(|a| *a != HostArch::X86_64) {
+        match cuda_wheel_source(rel, v, arch) {
+            WheelSource::None => emit(Outcome::NoArchWheel {
+                arch,
+                unverified: v.unverified.iter().any(|u| u == "platforms")
+                    || (v.tag == rel.pypi_default && rel.unverified.iter().any(|u| u == "pypi_platforms")),
+            }),
+            source => emit(Outcome::ArchWheel {
+                arch,
+                source,
+                unverified: match source {
+                    WheelSource::Pypi => rel.unverified.iter().any(|u| u == "pypi_platforms"),
+                    _ => v.unverified.iter().any(|u| u == "platforms"),
+                },
+            }),
+        }
     }
     let cuda: Cow<'x, CudaVersion> = match &v.cuda {
         Some(c) => Cow::Borrowed(c),
@@ -397,7 +466,7 @@ fn view(r: &Render<'_>, outcomes: &[Outcome<'_>], graph: &mut Option<&mut Graph>
     out
 }
 
-fn install_line(rel: &TorchRelease, v: &TorchVariant, python: &str) -> String {
+fn install_line(rel: &TorchRelease, v: &TorchVariant, python: &str, arch: Option<HostArch>) -> String {
     let mut pkgs = vec![format!("torch=={}", rel.version)];
     if let Some(tv) = &rel.torchvision {
         pkgs.push(format!("torchvision=={tv}"));
@@ -405,7 +474,13 @@ fn install_line(rel: &TorchRelease, v: &TorchVariant, python: &str) -> String {
     if let Some(ta) = &rel.torchaudio {
         pkgs.push(format!("torchaudio=={ta}"));
     }
-    let index = if v.tag == rel.pypi_default {
+    // PyPI's own wheel is this build only on the architectures it lists: on the others
+    // (aarch64 to 2.10) it is a CPU-only build, and the CUDA one comes from the index.
+    let from_pypi = match arch {
+        Some(a) if v.tag.is_cuda() => cuda_wheel_source(rel, v, a) == WheelSource::Pypi,
+        _ => v.tag == rel.pypi_default,
+    };
+    let index = if from_pypi {
         String::new() // PyPI's own wheels are this build
     } else {
         format!(" --index-url {}", v.index_url)
@@ -763,7 +838,7 @@ fn build_stacks(
         let mut outcomes = Vec::new();
         python_rules(ix, q, t, &mut |o| outcomes.push(o));
         let own = view(&r, &outcomes, graph);
-        let install = install_line(rel, v, &t.py);
+        let install = install_line(rel, v, &t.py, arch_of(q));
         let class = python_class(ix, q, b, t);
         stacks.push(mk(t.py.clone(), own, (class, t.tag.major, t.tag.minor), install));
     }

@@ -6,7 +6,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::db::{BranchType, FormFactor, Nvlink, Segment, Source, TorchVariant};
-use crate::model::{Architecture, ComputeCapability, CudaVersion, Manylinux, PythonTag, Variant};
+use crate::model::{Architecture, ComputeCapability, CudaVersion, HostArch, Manylinux, PythonTag, Variant};
 use crate::resolve::Code;
 
 fn src() -> Vec<Source> {
@@ -105,6 +105,11 @@ fn variant(tag: &str, sass: &[&str], ptx: &[&str]) -> TorchVariant {
         ptx: ptx.iter().map(|s| s.parse().unwrap()).collect(),
         python: None,
         index_url: format!("https://download.pytorch.org/whl/{tag}"),
+        platforms: if tag.is_cuda() {
+            vec![HostArch::X86_64]
+        } else {
+            vec![]
+        },
         unverified: vec![],
         notes: None,
         sources: vec![],
@@ -120,6 +125,8 @@ fn torch(version: &str, python: &[&str], variants: Vec<TorchVariant>) -> TorchRe
         python: python.iter().map(|p| p.parse().unwrap()).collect(),
         manylinux: "manylinux_2_28_x86_64".parse::<Manylinux>().unwrap(),
         pypi_default: variants[0].tag,
+        pypi_platforms: vec![HostArch::X86_64],
+        manylinux_aarch64: None,
         torchvision: None,
         torchaudio: None,
         triton: None,
@@ -871,4 +878,64 @@ fn verdicts_are_the_status_of_the_findings_across_the_matrix() {
         }
     }
     assert!(cells > 10_000, "{cells} cells");
+}
+
+/// A Grace host (the GPU's `host_arch`) gets a CUDA build only where one was published
+/// for aarch64: PyPI's default wheel is CPU-only there unless `pypi_platforms` says
+/// otherwise, and the install line then names the build's index.
+#[test]
+fn an_aarch64_host_needs_an_aarch64_cuda_wheel() {
+    let mut db = base_db();
+    let mut arm = variant("cu128", &["9.0"], &[]);
+    arm.platforms = vec![HostArch::X86_64, HostArch::Aarch64];
+    db.torch = vec![
+        torch("2.4.1", &["cp311"], vec![variant("cu124", &["9.0"], &[])]),
+        torch("2.8.0", &["cp311"], vec![arm]),
+    ];
+    let mut gh200 = gpu("GH200", "9.0", Segment::Datacenter);
+    gh200.host_arch = Some("aarch64".into());
+    let pinned = |v: &str| Query {
+        gpus: vec![ask(gh200.clone())],
+        driver: Some("570.26".parse().unwrap()),
+        torch: vec![pin(v)],
+        ..Query::default()
+    };
+    let a = resolve(&db, &pinned("==2.4.1"));
+    assert_eq!(a.verdict, Status::Incompatible);
+    let f = a.stacks[0]
+        .findings
+        .iter()
+        .find(|f| f.code == Code::NoCudaWheelForArch)
+        .expect("the missing wheel decides");
+    assert!(f.message.contains("installs a CPU-only build"), "{}", f.message);
+    assert!(
+        f.message
+            .contains("the first with aarch64 CUDA wheels is torch 2.8.0+cu128"),
+        "{}",
+        f.message
+    );
+    let a = resolve(&db, &pinned("==2.8.0"));
+    assert_eq!(a.verdict, Status::Compatible);
+    assert!(
+        a.stacks[0]
+            .install
+            .ends_with("--index-url https://download.pytorch.org/whl/cu128"),
+        "{}",
+        a.stacks[0].install
+    );
+    // The same on x86_64 (no host_arch, no --arch): PyPI's default, and no arch rule.
+    let x86 = Query {
+        gpus: vec![ask(gpu("H100", "9.0", Segment::Datacenter))],
+        ..pinned("==2.8.0")
+    };
+    let a = resolve(&db, &x86);
+    assert!(
+        !a.stacks[0].install.contains("--index-url"),
+        "{}",
+        a.stacks[0].install
+    );
+    assert!(!codes_of(&a).contains(&Code::CudaWheelForArch));
+    // A fast verdict agrees with the full answer.
+    let fast = verdicts(&Index::new(&db), &pinned("==2.4.1"));
+    assert!(fast.iter().all(|v| v.status == Status::Incompatible));
 }

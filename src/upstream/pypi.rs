@@ -42,6 +42,9 @@ pub struct SimpleFile {
     /// `false`, `true`, or the reason as a string.
     #[serde(default)]
     pub yanked: serde_json::Value,
+    /// Its size in bytes (API 1.1).
+    #[serde(default)]
+    pub size: Option<u64>,
 }
 
 impl SimpleFile {
@@ -110,6 +113,14 @@ impl WheelName {
         self.abi.iter().find_map(|a| a.parse::<PythonTag>().ok())
     }
 
+    /// Its manylinux aarch64 platform tag, when it is a Linux aarch64 wheel.
+    pub fn manylinux_aarch64(&self) -> Option<Manylinux> {
+        self.platform
+            .iter()
+            .filter(|p| p.starts_with("manylinux") && p.ends_with("_aarch64"))
+            .find_map(|p| p.parse().ok())
+    }
+
     /// Its manylinux x86_64 platform tag.
     pub fn manylinux(&self) -> Option<Manylinux> {
         self.platform
@@ -131,6 +142,8 @@ pub struct Pin {
     /// Whether `version` is the one installed (`==`, `===`); `false` for a `~=` range,
     /// whose newest release in the range is what pip installs.
     pub exact: bool,
+    /// Its marker limits it to `platform_machine == "x86_64"`.
+    pub x86_64_only: bool,
 }
 
 /// The pins of the unconditional (non-extra) requirements: exact ones, and the lower
@@ -159,10 +172,17 @@ pub fn pins(meta: &Metadata) -> Vec<Pin> {
                 .map(|spec| (spec, false)),
         };
         if let Some((spec, exact)) = pin {
+            // The marker as written: `platform_machine == "x86_64"` (either quote).
+            let marker: String = line
+                .split_once(';')
+                .map(|(_, m)| m)
+                .unwrap_or("")
+                .replace('\'', "\"");
             out.push(Pin {
                 name: req.name.to_string(),
                 version: spec.version().to_string(),
                 exact,
+                x86_64_only: marker.contains("platform_machine == \"x86_64\""),
             });
         }
     }
@@ -186,6 +206,10 @@ pub struct DefaultBuild {
     /// The fields above (`triton`, `cudnn`, ...) read from a `~=` range rather than an
     /// exact pin: each holds the range's lower bound, not the version pip installs.
     pub lower_bounds: Vec<&'static str>,
+    /// Whether the CUDA runtime requirement holds on aarch64 too: `Some(false)` when its
+    /// marker limits it to `platform_machine == "x86_64"` (torch up to 2.10, whose aarch64
+    /// wheels on PyPI are CPU-only builds), `None` when there is no such requirement.
+    pub cuda_on_aarch64: Option<bool>,
 }
 
 impl DefaultBuild {
@@ -201,6 +225,9 @@ pub fn default_build(meta: &Metadata) -> DefaultBuild {
     let mut b = DefaultBuild::default();
     for pin in pins(meta) {
         let n = pin.name.as_str();
+        if n.starts_with("nvidia-cuda-runtime-cu") || n == "cuda-toolkit" {
+            b.cuda_on_aarch64 = Some(!pin.x86_64_only);
+        }
         let field = if n.starts_with("nvidia-cuda-runtime-cu") {
             let Ok(v) = pin.version.parse::<CudaVersion>() else {
                 continue;
@@ -255,6 +282,15 @@ pub struct ReleaseFiles {
     pub wheels: Vec<SimpleFile>,
     /// Other wheels of the release, for metadata when no Linux one has any.
     pub other_wheels: Vec<SimpleFile>,
+    /// The manylinux tag of its Linux aarch64 wheels, when it has any.
+    pub manylinux_aarch64: Option<Manylinux>,
+    /// Whether its Linux aarch64 wheels are as big as CUDA builds: the largest at least half
+    /// the size of the largest x86_64 one. CPU-only aarch64 wheels were a tenth of the CUDA
+    /// x86_64 ones (56-146 MB against 620-916 MB, 1.12.0 to 2.10.0); the CUDA aarch64 ones
+    /// of 2.11.0 and later are four fifths (420 MB and more). A wheel's metadata alone does
+    /// not tell: 1.13's pins carry no machine marker, yet its aarch64 wheels are CPU-only.
+    /// `None` when the page gives no sizes.
+    pub aarch64_cuda_sized: Option<bool>,
 }
 
 /// Collects the files of `version` (a public version such as `2.4.1`).
@@ -285,6 +321,9 @@ pub fn release_files(project: &SimpleProject, version: &str) -> ReleaseFiles {
             }
         }
         if !w.is_linux_x86_64() {
+            if out.manylinux_aarch64.is_none() {
+                out.manylinux_aarch64 = w.manylinux_aarch64();
+            }
             out.other_wheels.push(f.clone());
             continue;
         }
@@ -300,6 +339,23 @@ pub fn release_files(project: &SimpleProject, version: &str) -> ReleaseFiles {
             }
         }
         out.wheels.push(f.clone());
+    }
+    let largest = |fs: &[SimpleFile], arm: bool| {
+        fs.iter()
+            .filter(|f| {
+                WheelName::parse(&f.filename).is_some_and(|w| {
+                    if arm {
+                        w.manylinux_aarch64().is_some()
+                    } else {
+                        w.is_linux_x86_64()
+                    }
+                })
+            })
+            .filter_map(|f| f.size)
+            .max()
+    };
+    if let (Some(arm), Some(x86)) = (largest(&out.other_wheels, true), largest(&out.wheels, false)) {
+        out.aarch64_cuda_sized = Some(arm * 2 >= x86);
     }
     out.python.sort();
     manylinux.sort_by_key(|b| std::cmp::Reverse(b.1));

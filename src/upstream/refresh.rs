@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use super::pypi::{self, DefaultBuild, SimpleProject};
 use super::{Client, Fetched, UpstreamError};
 use crate::db::{Db, Source, TorchRelease, TorchVariant};
-use crate::model::{Manylinux, PartialDate, PythonTag, Variant, Version, VersionSpecifiers};
+use crate::model::{HostArch, Manylinux, PartialDate, PythonTag, Variant, Version, VersionSpecifiers};
 
 /// Where upstream lives, and what to read.
 #[derive(Debug, Clone)]
@@ -65,6 +65,13 @@ pub struct TorchFacts {
     pub torchaudio: Option<Version>,
     /// Variants on the PyTorch index, when it was reachable.
     pub index_variants: Option<Vec<Variant>>,
+    /// The architectures on which PyPI's wheel is the default CUDA build: x86_64, and
+    /// aarch64 where the release has Linux aarch64 wheels of a CUDA build's size and the
+    /// metadata's CUDA runtime requirement is not limited to x86_64. `None` when no metadata was read, or it pins no
+    /// CUDA runtime (a wheel that bundles its libraries says nothing of its aarch64 twin).
+    pub pypi_platforms: Option<Vec<HostArch>>,
+    /// The manylinux tag of its Linux aarch64 wheels on PyPI.
+    pub manylinux_aarch64: Option<Manylinux>,
 }
 
 /// One fact where the curated record and upstream differ.
@@ -348,11 +355,21 @@ pub fn torch_facts_told(
             index_variants: index
                 .as_ref()
                 .map(|m| m.get(&version).cloned().unwrap_or_default()),
+            pypi_platforms: None,
+            manylinux_aarch64: files.manylinux_aarch64.clone(),
             version,
         };
         if let Some((url, m)) = meta {
             f.requires_python = pypi::requires_python(&m);
-            f.default = Some(pypi::default_build(&m));
+            let b = pypi::default_build(&m);
+            f.pypi_platforms = b.cuda_on_aarch64.map(|on_arm| {
+                let mut p = vec![HostArch::X86_64];
+                if on_arm && f.manylinux_aarch64.is_some() && files.aarch64_cuda_sized == Some(true) {
+                    p.push(HostArch::Aarch64);
+                }
+                p
+            });
+            f.default = Some(b);
             f.metadata_url = Some(url);
         }
         out.push(f);
@@ -390,6 +407,12 @@ pub fn compare_torch(rec: &TorchRelease, f: &TorchFacts) -> Vec<Change> {
     }
     if let Some(rp) = &f.requires_python {
         diff("requires_python", rec.requires_python.to_string(), rp.to_string());
+    }
+    if let Some(p) = &f.pypi_platforms {
+        diff("pypi_platforms", list(&rec.pypi_platforms), list(p));
+    }
+    if let Some(m) = &f.manylinux_aarch64 {
+        diff("manylinux_aarch64", show(&rec.manylinux_aarch64), m.to_string());
     }
     if let Some(v) = &f.torchvision {
         diff("torchvision", show(&rec.torchvision), v.to_string());
@@ -473,6 +496,13 @@ fn new_record(f: &TorchFacts, previous: Option<&TorchRelease>) -> TorchRelease {
     if f.requires_python.is_none() {
         unverified.push("requires_python".to_string());
     }
+    if f.pypi_platforms.is_none() {
+        unverified.push("pypi_platforms".to_string());
+        notes.push(
+            "No CUDA runtime pin was read, so PyPI's aarch64 wheels are assumed to be CPU-only builds."
+                .into(),
+        );
+    }
     let b = f.default.clone().unwrap_or_default();
     let mut variants = vec![TorchVariant {
         tag: default_tag,
@@ -484,7 +514,18 @@ fn new_record(f: &TorchFacts, previous: Option<&TorchRelease>) -> TorchRelease {
         ptx: Vec::new(),
         python: None,
         index_url: index_url(default_tag),
-        unverified: Vec::new(),
+        // What PyPI shows of the default build; the PyTorch index's own aarch64 wheels are
+        // for the curator to read from the release's build matrix.
+        platforms: if default_tag.is_cuda() {
+            f.pypi_platforms.clone().unwrap_or_else(|| vec![HostArch::X86_64])
+        } else {
+            Vec::new()
+        },
+        unverified: if default_tag.is_cuda() {
+            vec!["platforms".to_string()]
+        } else {
+            Vec::new()
+        },
         notes: default_tag
             .is_cuda()
             .then(|| "The arch list (sass, ptx) is not published on PyPI: take it from the release's build scripts.".into()),
@@ -502,8 +543,19 @@ fn new_record(f: &TorchFacts, previous: Option<&TorchRelease>) -> TorchRelease {
                 ptx: Vec::new(),
                 python: None,
                 index_url: index_url(*tag),
-                unverified: Vec::new(),
-                notes: Some("Listed on the PyTorch index; pins and arch list need curation.".into()),
+                platforms: if tag.is_cuda() {
+                    vec![HostArch::X86_64]
+                } else {
+                    Vec::new()
+                },
+                unverified: if tag.is_cuda() {
+                    vec!["platforms".to_string()]
+                } else {
+                    Vec::new()
+                },
+                notes: Some(
+                    "Listed on the PyTorch index; pins, arch list and aarch64 wheels need curation.".into(),
+                ),
                 sources: Vec::new(),
             });
         }
@@ -529,6 +581,8 @@ fn new_record(f: &TorchFacts, previous: Option<&TorchRelease>) -> TorchRelease {
             .clone()
             .unwrap_or_else(|| "manylinux_2_28_x86_64".parse().expect("valid tag")),
         pypi_default: default_tag,
+        pypi_platforms: f.pypi_platforms.clone().unwrap_or_else(|| vec![HostArch::X86_64]),
+        manylinux_aarch64: f.manylinux_aarch64.clone(),
         torchvision: f.torchvision.clone(),
         torchaudio: f.torchaudio.clone(),
         triton: b.triton,
@@ -553,6 +607,12 @@ fn updated_record(rec: &TorchRelease, f: &TorchFacts) -> TorchRelease {
     if let Some(rp) = &f.requires_python {
         r.requires_python = rp.clone();
     }
+    if let Some(p) = &f.pypi_platforms {
+        r.pypi_platforms = p.clone();
+    }
+    if f.manylinux_aarch64.is_some() {
+        r.manylinux_aarch64 = f.manylinux_aarch64.clone();
+    }
     if f.torchvision.is_some() {
         r.torchvision = f.torchvision.clone();
     }
@@ -573,7 +633,8 @@ fn updated_record(rec: &TorchRelease, f: &TorchFacts) -> TorchRelease {
                     ptx: Vec::new(),
                     python: None,
                     index_url: index_url(tag),
-                    unverified: Vec::new(),
+                    platforms: vec![HostArch::X86_64],
+                    unverified: vec!["platforms".to_string()],
                     notes: None,
                     sources: Vec::new(),
                 });

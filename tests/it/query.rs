@@ -599,3 +599,125 @@ fn contradictory_pins_across_files_and_flags_are_an_answer() {
         "{msg}"
     );
 }
+
+/// Issue 28: on GH200 (a Grace, aarch64 host) torch 2.4 has no CUDA wheel; PyPI's aarch64
+/// wheel is a CPU-only build, so "compatible" would cost a day of rented GPUs.
+#[test]
+fn gh200_torch_2_4_has_no_aarch64_cuda_wheel() {
+    let (code, doc) = query(&["--gpu", "GH200", "--torch", "2.4"]);
+    assert_eq!(code, 1, "{doc:#}");
+    assert_eq!(doc["verdict"], "incompatible");
+    assert_eq!(doc["arch"]["name"], "aarch64");
+    assert!(
+        doc["arch"]["from"].as_str().unwrap().contains("GH200"),
+        "{:#}",
+        doc["arch"]
+    );
+    let s = stack(&doc, "2.4.1", "cu121", "3.11");
+    has(s, "no-cuda-wheel-for-arch", "incompatible");
+    let f = s["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["code"] == "no-cuda-wheel-for-arch")
+        .unwrap();
+    let m = f["message"].as_str().unwrap();
+    assert!(m.contains("installs a CPU-only build"), "{m}");
+    assert!(
+        m.contains("the first with aarch64 CUDA wheels is torch 2.7.0+cu128"),
+        "{m}"
+    );
+    // The hint names a build that has one.
+    let hint = doc["suggestions"][0]["gives"].as_str().unwrap();
+    assert!(hint.contains("compatible on GH200"), "{hint}");
+}
+
+/// A torch with aarch64 CUDA wheels on its index only (2.9: PyPI's aarch64 wheel is still
+/// CPU-only) is compatible, and its install line names the index even for PyPI's default
+/// build; from 2.11, PyPI's own aarch64 wheel is the CUDA build.
+#[test]
+fn gh200_install_line_gets_a_cuda_build() {
+    let (code, doc) = query(&["--gpu", "GH200", "--torch", "2.9.1", "--cuda", "12.8"]);
+    assert_eq!(code, 0, "{doc:#}");
+    let s = stack(&doc, "2.9.1", "cu128", "3.12");
+    has(s, "cuda-wheel-for-arch", "compatible");
+    let install = s["install"].as_str().unwrap();
+    assert!(
+        install.ends_with("--index-url https://download.pytorch.org/whl/cu128"),
+        "{install}"
+    );
+    let (_, x86) = query(&["--gpu", "H100 SXM", "--torch", "2.9.1", "--cuda", "12.8"]);
+    let install = stack(&x86, "2.9.1", "cu128", "3.12")["install"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        !install.contains("--index-url"),
+        "x86_64 gets PyPI's default: {install}"
+    );
+    assert!(x86.get("arch").is_none(), "no arch given, none claimed: {x86:#}");
+
+    let (code, doc) = query(&["--gpu", "GB200", "--torch", "2.11.0", "--cuda", "13.0"]);
+    assert_eq!(code, 0, "{doc:#}");
+    let install = stack(&doc, "2.11.0", "cu130", "3.12")["install"]
+        .as_str()
+        .unwrap();
+    assert!(!install.contains("--index-url"), "{install}");
+}
+
+#[test]
+fn arch_flag_without_a_gpu_that_brings_its_host() {
+    let (code, doc) = query(&["--arch", "aarch64", "--gpu", "H100 SXM", "--torch", "2.4.1"]);
+    assert_eq!(code, 1, "{doc:#}");
+    has(
+        stack(&doc, "2.4.1", "cu124", "3.11"),
+        "no-cuda-wheel-for-arch",
+        "incompatible",
+    );
+    let (code, doc) = query(&["--arch", "x86_64", "--gpu", "H100 SXM", "--torch", "2.4.1"]);
+    assert_eq!(code, 0, "{doc:#}");
+    assert!(
+        !codes(stack(&doc, "2.4.1", "cu121", "3.11"))
+            .iter()
+            .any(|c| c.contains("wheel-for-arch"))
+    );
+}
+
+#[test]
+fn arch_aliases_are_read_and_others_refused() {
+    let run = gpuenv(&[
+        "query", "--arch", "arm64", "--torch", "2.9.1", "--gpu", "H100 SXM",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout
+            .contains("read:  --arch arm64: `arm64` is the 64-bit Arm architecture; Linux and wheel tags call it aarch64"),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.contains("arch:  aarch64 (--arch)"), "{}", run.stdout);
+    let run = gpuenv(&["query", "--arch", "sbsa", "--torch", "2.9.1"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let run = gpuenv(&["query", "--arch", "riscv64"]);
+    assert_eq!(run.code, 2);
+    assert!(
+        run.stderr.contains("--arch")
+            && run.stderr.contains("riscv64")
+            && run.stderr.contains("aarch64 (or arm64, sbsa)"),
+        "{}",
+        run.stderr
+    );
+    let run = gpuenv(&["query", "--arch", "x86_64", "--gpu", "GH200"]);
+    assert_eq!(run.code, 2);
+    assert!(
+        run.stderr.contains("contradicts") && run.stderr.contains("GH200"),
+        "{}",
+        run.stderr
+    );
+    let run = gpuenv(&["query", "--gpu", "H100 SXM", "--torch", "2.4.1"]);
+    assert!(
+        run.stdout.contains("arch:  not given: x86_64 wheels assumed"),
+        "{}",
+        run.stdout
+    );
+}

@@ -421,7 +421,7 @@ fn a_proposed_toolkit_with_pending_facts_is_never_judged_compatible() {
     let mut text = std::fs::read_to_string(&torch).unwrap();
     text.push_str(
         "\n[[variants]]\ntag = \"cu135\"\ncuda = \"13.5\"\nsass = [\"7.5\", \"8.0\", \"8.6\", \"9.0\", \"10.0\", \"12.0\"]\n\
-         ptx = []\nindex_url = \"https://download.pytorch.org/whl/cu135\"\n",
+         ptx = []\nindex_url = \"https://download.pytorch.org/whl/cu135\"\nplatforms = [\"x86_64\"]\n",
     );
     std::fs::write(&torch, text).unwrap();
     let dir = db.path().to_str().unwrap();
