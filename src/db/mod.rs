@@ -53,6 +53,8 @@ pub enum Kind {
     Image,
     /// `package/flash-attn.toml`
     Package,
+    /// `framework/vllm.toml`: a package that pins torch.
+    Framework,
     /// `model/llama-2-70b.toml`
     Model,
     /// `xid/79.toml`
@@ -63,7 +65,7 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind, in the order reports list them.
-    pub const ALL: [Kind; 11] = [
+    pub const ALL: [Kind; 12] = [
         Kind::Gpu,
         Kind::Driver,
         Kind::Cuda,
@@ -72,6 +74,7 @@ impl Kind {
         Kind::Torch,
         Kind::Image,
         Kind::Package,
+        Kind::Framework,
         Kind::Model,
         Kind::Xid,
         Kind::Efficiency,
@@ -88,6 +91,7 @@ impl Kind {
             Kind::Gpu => "gpu",
             Kind::Image => "image",
             Kind::Package => "package",
+            Kind::Framework => "framework",
             Kind::Model => "model",
             Kind::Xid => "xid",
             Kind::Efficiency => "efficiency",
@@ -322,6 +326,8 @@ pub struct Db {
     pub images: Vec<Image>,
     /// Python packages whose installation compiles CUDA code, by name.
     pub packages: Vec<Package>,
+    /// Packages that pin torch, by name.
+    pub frameworks: Vec<Framework>,
     /// Models, by id.
     pub models: Vec<Model>,
     /// XIDs, by code.
@@ -390,6 +396,8 @@ impl Db {
             #[serde(default)]
             package: BTreeMap<String, Package>,
             #[serde(default)]
+            framework: BTreeMap<String, Framework>,
+            #[serde(default)]
             model: BTreeMap<String, Model>,
             #[serde(default)]
             xid: BTreeMap<String, Xid>,
@@ -413,6 +421,7 @@ impl Db {
             gpus: ids(blob.gpu, |r, id| r.id = id),
             images: ids(blob.image, |r, id| r.id = id),
             packages: ids(blob.package, |r, id| r.id = id),
+            frameworks: ids(blob.framework, |r, id| r.id = id),
             models: ids(blob.model, |r, id| r.id = id),
             xids: ids(blob.xid, |r, id| r.id = id),
             efficiencies: ids(blob.efficiency, |r, id| r.id = id),
@@ -431,6 +440,10 @@ impl Db {
         self.gpus.sort_by(|a, b| a.id.cmp(&b.id));
         self.images.sort_by(|a, b| a.id.cmp(&b.id));
         self.packages.sort_by(|a, b| a.name.cmp(&b.name));
+        self.frameworks.sort_by(|a, b| a.name.cmp(&b.name));
+        for f in &mut self.frameworks {
+            f.releases.sort_by(|a, b| a.version.cmp(&b.version));
+        }
         self.models.sort_by(|a, b| a.id.cmp(&b.id));
         self.xids.sort_by_key(|x| x.code);
         self.efficiencies.sort_by(|a, b| a.id.cmp(&b.id));
@@ -452,6 +465,7 @@ impl Db {
         let gpus = self.gpus.iter().map(|r| r.checked);
         let images = self.images.iter().map(|r| r.checked);
         let packages = self.packages.iter().map(|r| r.checked);
+        let frameworks = self.frameworks.iter().map(|r| r.checked);
         let models = self.models.iter().map(|r| r.checked);
         let xids = self.xids.iter().map(|r| r.checked);
         let efficiencies = self.efficiencies.iter().map(|r| r.checked);
@@ -463,6 +477,7 @@ impl Db {
             .chain(gpus)
             .chain(images)
             .chain(packages)
+            .chain(frameworks)
             .chain(models)
             .chain(xids)
             .chain(efficiencies)
@@ -487,6 +502,7 @@ impl Db {
             Kind::Gpu => self.gpus.len(),
             Kind::Image => self.images.len(),
             Kind::Package => self.packages.len(),
+            Kind::Framework => self.frameworks.len(),
             Kind::Model => self.models.len(),
             Kind::Xid => self.xids.len(),
             Kind::Efficiency => self.efficiencies.len(),
