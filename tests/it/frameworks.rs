@@ -101,10 +101,7 @@ fn a_torch_pin_against_vllms_is_incompatible_with_the_fix() {
         .as_str()
         .unwrap()
         .to_string();
-    assert!(
-        no.contains("torch ==2.4.0 (vllm==0.6.3.post1 at "),
-        "{no}"
-    );
+    assert!(no.contains("torch ==2.4.0 (vllm==0.6.3.post1 at "), "{no}");
     assert!(no.contains("requirements.txt:1); torch ==2.7.1 ("), "{no}");
     let hints = doc["suggestions"].as_array().unwrap();
     let fw = hints
