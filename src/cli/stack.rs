@@ -251,6 +251,11 @@ pub struct ProjectArgs {
     /// groups, uv's PyTorch indexes).
     #[arg(long, value_name = "FILE")]
     pub pyproject: Option<PathBuf>,
+    /// A requirement as a requirements file writes it (`vllm==0.6.3.post1`,
+    /// `sglang[srt]==0.5.2`, `flash-attn`); repeat it for several. Read with the files, as
+    /// one more line of them.
+    #[arg(long, value_name = "REQ")]
+    pub require: Vec<String>,
 }
 
 /// A project file's error as the command's: a refused file is bad input, an I/O failure
@@ -269,8 +274,9 @@ impl ProjectArgs {
         let ProjectArgs {
             requirements,
             pyproject,
+            require,
         } = self;
-        requirements.is_none() && pyproject.is_none()
+        requirements.is_none() && pyproject.is_none() && require.is_empty()
     }
 
     /// Reads the project files named, merged.
@@ -282,13 +288,47 @@ impl ProjectArgs {
     /// (`-r`, `-c`) in the order pip reads them, as canonical paths (empty without
     /// `--requirements`): one reading serves both.
     pub fn read_with_files(&self) -> Result<(ProjectNeeds, Vec<PathBuf>), CliError> {
-        crate::project::read_files(self.pyproject.as_deref(), self.requirements.as_deref()).map_err(|e| {
-            match e {
-                crate::project::ReadError::Input(e) => CliError::Input(e),
-                crate::project::ReadError::Refused(m) => CliError::Usage(m),
-                crate::project::ReadError::Io(m) => CliError::Environment(m),
+        let (mut needs, files) =
+            crate::project::read_files(self.pyproject.as_deref(), self.requirements.as_deref()).map_err(
+                |e| match e {
+                    crate::project::ReadError::Input(e) => CliError::Input(e),
+                    crate::project::ReadError::Refused(m) => CliError::Usage(m),
+                    crate::project::ReadError::Io(m) => CliError::Environment(m),
+                },
+            )?;
+        needs.merge(self.required()?);
+        Ok((needs, files))
+    }
+
+    /// The `--require` requirements, each read as a line of a requirements file; an
+    /// option (`-r`, `--index-url`) is refused, since a flag names no file to include from.
+    fn required(&self) -> Result<ProjectNeeds, CliError> {
+        let mut needs = ProjectNeeds::default();
+        for text in &self.require {
+            let trimmed = text.trim();
+            if trimmed.is_empty() || trimmed.starts_with('-') || trimmed.contains('\n') {
+                return Err(CliError::Usage(format!(
+                    "--require: `{}` is not a requirement; expected one as a requirements file writes it, such as `vllm==0.6.3.post1`",
+                    crate::text::excerpt(trimmed)
+                )));
             }
-        })
+            let mut one = crate::project::parse_requirements("--require", trimmed)
+                .map_err(|e| CliError::Usage(format!("--require: {}", e.message)))?;
+            // The flag is the origin: `--require`, not a line of a file.
+            for r in &mut one.requirements {
+                r.origin = "--require".into();
+            }
+            for p in one
+                .torch
+                .iter_mut()
+                .chain(&mut one.torchvision)
+                .chain(&mut one.torchaudio)
+            {
+                p.origin = "--require".into();
+            }
+            needs.merge(one);
+        }
+        Ok(needs)
     }
 
     /// The pyproject.toml named, as a canonical path.
@@ -316,6 +356,9 @@ pub fn add_to_query(db: &Db, needs: ProjectNeeds, q: &mut Query) {
     let implied = crate::resolve::extensions::implied(&db.packages, &db.python, &needs.requirements);
     q.extensions |= implied.iter().any(|e| e.assumed);
     q.extensions_from.extend(implied);
+    let frameworks = crate::resolve::frameworks::implied(&db.frameworks, &needs.requirements);
+    q.torch.extend(crate::resolve::frameworks::pins(&frameworks));
+    q.frameworks.extend(frameworks);
     q.torch.extend(needs.torch);
     q.torchvision.extend(needs.torchvision);
     q.torchaudio.extend(needs.torchaudio);

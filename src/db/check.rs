@@ -236,6 +236,7 @@ identified!(
     Gpu,
     Image,
     Package,
+    Framework,
     Model,
     Xid,
     Efficiency,
@@ -253,6 +254,7 @@ struct Records {
     gpus: Vec<(usize, Gpu)>,
     images: Vec<(usize, Image)>,
     packages: Vec<(usize, Package)>,
+    frameworks: Vec<(usize, Framework)>,
     models: Vec<(usize, Model)>,
     xids: Vec<(usize, Xid)>,
     efficiencies: Vec<(usize, Efficiency)>,
@@ -284,6 +286,7 @@ impl Records {
             Kind::Gpu => into(ck, idx, id, doc, &mut self.gpus),
             Kind::Image => into(ck, idx, id, doc, &mut self.images),
             Kind::Package => into(ck, idx, id, doc, &mut self.packages),
+            Kind::Framework => into(ck, idx, id, doc, &mut self.frameworks),
             Kind::Model => into(ck, idx, id, doc, &mut self.models),
             Kind::Xid => into(ck, idx, id, doc, &mut self.xids),
             Kind::Efficiency => into(ck, idx, id, doc, &mut self.efficiencies),
@@ -302,6 +305,7 @@ impl Records {
         check_torch(ck, self);
         check_images(ck, self);
         check_packages(ck, &self.packages);
+        check_frameworks(ck, &self.frameworks);
         check_models(ck, &self.models);
         check_xids(ck, &self.xids);
         check_efficiencies(ck, &self.efficiencies);
@@ -321,6 +325,7 @@ impl Records {
             gpus: strip(self.gpus),
             images: strip(self.images),
             packages: strip(self.packages),
+            frameworks: strip(self.frameworks),
             models: strip(self.models),
             xids: strip(self.xids),
             efficiencies: strip(self.efficiencies),
@@ -1591,6 +1596,62 @@ fn check_package_env(ck: &mut Checker<'_>, idx: usize, env: &[crate::db::BuildEn
             );
         }
         names.push(&e.name);
+    }
+}
+
+/// Framework records: a normalized name, each release once, a metadata address for each
+/// (the fact's source), extras named as PEP 685 normalizes them, and no release both read
+/// and listed as unread.
+fn check_frameworks(ck: &mut Checker<'_>, records: &[(usize, Framework)]) {
+    for (idx, r) in records {
+        let idx = *idx;
+        ck.sources(idx, &KeyPath::default(), &r.sources, true);
+        ck.checked(idx, r.checked);
+        let normalized = check_package_name(ck, idx, &r.name);
+        ck.stem(idx, &normalized);
+        for (i, rel) in r.releases.iter().enumerate() {
+            let at = KeyPath::key("releases").index(i);
+            if r.releases[..i].iter().any(|o| o.version == rel.version) {
+                ck.report(
+                    idx,
+                    at.join("version"),
+                    ProblemKind::DuplicateId,
+                    format!("release {} is listed twice", rel.version),
+                );
+            }
+            if !rel.metadata.starts_with("https://") {
+                ck.report(
+                    idx,
+                    at.join("metadata"),
+                    ProblemKind::MissingSources,
+                    format!(
+                        "`metadata` is the https:// address of the wheel metadata read, not `{}`",
+                        rel.metadata
+                    ),
+                );
+            }
+            for extra in rel.torch_extras.keys() {
+                if normalize_name(extra) != *extra {
+                    ck.report(
+                        idx,
+                        at.join("torch_extras"),
+                        ProblemKind::BadValue,
+                        format!(
+                            "write the extra `{extra}` normalized, `{}`",
+                            normalize_name(extra)
+                        ),
+                    );
+                }
+            }
+            if r.unread.contains(&rel.version) {
+                ck.report(
+                    idx,
+                    KeyPath::key("unread"),
+                    ProblemKind::Inconsistent,
+                    format!("release {} is both read (`releases`) and `unread`", rel.version),
+                );
+            }
+        }
     }
 }
 

@@ -398,6 +398,8 @@ pub enum Found<'a> {
     Image(&'a Image),
     /// A Python package that compiles CUDA code when installed.
     Package(&'a Package),
+    /// A package that pins torch.
+    Framework(&'a Framework),
     /// A model's shape.
     Model(&'a Model),
     /// An XID of the NVIDIA driver.
@@ -420,6 +422,7 @@ impl Found<'_> {
             Found::Python(_) => Kind::Python,
             Found::Image(_) => Kind::Image,
             Found::Package(_) => Kind::Package,
+            Found::Framework(_) => Kind::Framework,
             Found::Model(_) => Kind::Model,
             Found::Xid(_) => Kind::Xid,
             Found::Efficiency(_) => Kind::Efficiency,
@@ -673,6 +676,15 @@ impl Db {
                     false,
                 )
             }),
+            Kind::Framework => self.framework(name).map(Found::Framework).ok_or_else(|| {
+                err(
+                    closest(
+                        name,
+                        self.frameworks.iter().map(|r| (r.name.clone(), r.name.as_str())),
+                    ),
+                    false,
+                )
+            }),
         }
     }
 
@@ -707,6 +719,13 @@ impl Db {
     /// The record of XID `code`, when compat-db holds it.
     pub fn xid(&self, code: u32) -> Option<&Xid> {
         self.xids.iter().find(|x| x.code == code)
+    }
+
+    /// The framework record (a package that pins torch) for a project name, in any
+    /// spelling PEP 503 equates (`TensorRT_LLM`).
+    pub fn framework(&self, name: &str) -> Option<&Framework> {
+        let n = crate::model::pep508::normalize_name(name.trim());
+        self.frameworks.iter().find(|r| r.name == n)
     }
 
     /// The package record for a project name, in any spelling PEP 503 equates
@@ -954,6 +973,24 @@ impl Db {
                     (
                         p.id.clone(),
                         format!("{} (compiles CUDA code: {})", p.name, p.compiles.as_str()),
+                    )
+                })
+                .collect(),
+            Kind::Framework => db
+                .frameworks
+                .iter()
+                .map(|f| {
+                    let newest = f
+                        .releases
+                        .last()
+                        .map_or("-".to_string(), |r| r.version.to_string());
+                    (
+                        f.id.clone(),
+                        format!(
+                            "{} (pins torch; {} releases read, newest {newest})",
+                            f.name,
+                            f.releases.len()
+                        ),
                     )
                 })
                 .collect(),

@@ -53,6 +53,8 @@ pub enum Kind {
     Image,
     /// `package/flash-attn.toml`
     Package,
+    /// `framework/vllm.toml`: a package that pins torch.
+    Framework,
     /// `model/llama-2-70b.toml`
     Model,
     /// `xid/79.toml`
@@ -75,6 +77,7 @@ impl Kind {
         Kind::Torch,
         Kind::Image,
         Kind::Package,
+        Kind::Framework,
         Kind::Model,
         Kind::Xid,
         Kind::Efficiency,
@@ -92,6 +95,7 @@ impl Kind {
             Kind::Gpu => "gpu",
             Kind::Image => "image",
             Kind::Package => "package",
+            Kind::Framework => "framework",
             Kind::Model => "model",
             Kind::Xid => "xid",
             Kind::Efficiency => "efficiency",
@@ -327,6 +331,8 @@ pub struct Db {
     pub images: Vec<Image>,
     /// Python packages whose installation compiles CUDA code, by name.
     pub packages: Vec<Package>,
+    /// Packages that pin torch, by name.
+    pub frameworks: Vec<Framework>,
     /// Models, by id.
     pub models: Vec<Model>,
     /// XIDs, by code.
@@ -397,6 +403,8 @@ impl Db {
             #[serde(default)]
             package: BTreeMap<String, Package>,
             #[serde(default)]
+            framework: BTreeMap<String, Framework>,
+            #[serde(default)]
             model: BTreeMap<String, Model>,
             #[serde(default)]
             xid: BTreeMap<String, Xid>,
@@ -422,6 +430,7 @@ impl Db {
             gpus: ids(blob.gpu, |r, id| r.id = id),
             images: ids(blob.image, |r, id| r.id = id),
             packages: ids(blob.package, |r, id| r.id = id),
+            frameworks: ids(blob.framework, |r, id| r.id = id),
             models: ids(blob.model, |r, id| r.id = id),
             xids: ids(blob.xid, |r, id| r.id = id),
             efficiencies: ids(blob.efficiency, |r, id| r.id = id),
@@ -441,6 +450,10 @@ impl Db {
         self.gpus.sort_by(|a, b| a.id.cmp(&b.id));
         self.images.sort_by(|a, b| a.id.cmp(&b.id));
         self.packages.sort_by(|a, b| a.name.cmp(&b.name));
+        self.frameworks.sort_by(|a, b| a.name.cmp(&b.name));
+        for f in &mut self.frameworks {
+            f.releases.sort_by(|a, b| a.version.cmp(&b.version));
+        }
         self.models.sort_by(|a, b| a.id.cmp(&b.id));
         self.xids.sort_by_key(|x| x.code);
         self.foreign_gpus.sort_by(|a, b| a.id.cmp(&b.id));
@@ -483,6 +496,7 @@ impl Db {
         let gpus = self.gpus.iter().map(|r| r.checked);
         let images = self.images.iter().map(|r| r.checked);
         let packages = self.packages.iter().map(|r| r.checked);
+        let frameworks = self.frameworks.iter().map(|r| r.checked);
         let models = self.models.iter().map(|r| r.checked);
         let xids = self.xids.iter().map(|r| r.checked);
         let efficiencies = self.efficiencies.iter().map(|r| r.checked);
@@ -495,6 +509,7 @@ impl Db {
             .chain(gpus)
             .chain(images)
             .chain(packages)
+            .chain(frameworks)
             .chain(models)
             .chain(xids)
             .chain(efficiencies)
@@ -518,6 +533,7 @@ impl Db {
             Kind::Gpu => self.gpus.len(),
             Kind::Image => self.images.len(),
             Kind::Package => self.packages.len(),
+            Kind::Framework => self.frameworks.len(),
             Kind::Model => self.models.len(),
             Kind::Xid => self.xids.len(),
             Kind::Efficiency => self.efficiencies.len(),

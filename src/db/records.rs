@@ -768,6 +768,78 @@ pub struct Package {
     pub sources: Vec<Source>,
 }
 
+/// A Python package that pins torch (vLLM, SGLang, xformers...): per release, the torch
+/// requirement its wheel metadata states, so that a project pinning the package gets the
+/// torch the package needs. Read from PyPI (PEP 658 metadata) by `gpuenv db refresh`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Framework {
+    /// Set by the loader: the file stem.
+    #[serde(skip_deserializing)]
+    pub id: String,
+    /// The PyPI project name, PEP 503 normalized (`tensorrt-llm`).
+    pub name: String,
+    /// The releases whose metadata was read, oldest first.
+    #[serde(default)]
+    pub releases: Vec<FrameworkRelease>,
+    /// Releases PyPI lists in the range read whose metadata it did not serve: their
+    /// torch requirement is unknown (not "none").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unread: Vec<Version>,
+    /// The day the releases were last read from their sources.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checked: Option<PartialDate>,
+    /// Facts not checked against a primary source, by key.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unverified: Vec<String>,
+    /// Anything a curator or user should know (what the range read is, what is missing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notes: Option<String>,
+    /// Where the facts come from (required; each release also names its metadata file).
+    #[serde(default)]
+    pub sources: Vec<Source>,
+}
+
+/// One release of a [`Framework`], as its wheel metadata states it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FrameworkRelease {
+    /// The release (`0.6.3.post1`).
+    pub version: Version,
+    /// Day of its first upload to PyPI.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub released: Option<PartialDate>,
+    /// `Requires-Python`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requires_python: Option<VersionSpecifiers>,
+    /// The torch requirement of every install (`==2.4.0`, `>=2.1,<2.5`), as the metadata
+    /// writes it for Linux x86_64; absent when the metadata requires no torch without an
+    /// extra.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub torch: Option<VersionSpecifiers>,
+    /// Torch requirements only an extra brings (`sglang[srt]`), by extra.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub torch_extras: std::collections::BTreeMap<String, VersionSpecifiers>,
+    /// The CUDA build its wheels are for, where they name one (a `+cu121` local version,
+    /// or a local version on the torch pin).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda: Option<Variant>,
+    /// The PEP 658 metadata file read.
+    pub metadata: String,
+}
+
+impl FrameworkRelease {
+    /// The torch requirement an install with `extras` makes: every applicable one.
+    pub fn torch_for(&self, extras: &[String]) -> Vec<VersionSpecifiers> {
+        let mut out: Vec<VersionSpecifiers> = self.torch.iter().cloned().collect();
+        for e in extras {
+            let e = crate::model::pep508::normalize_name(e);
+            if let Some(s) = self.torch_extras.get(&e) {
+                out.push(s.clone());
+            }
+        }
+        out
+    }
+}
+
 /// An open model people train or serve, with the keys of its Hugging Face `config.json`
 /// that size it: what a memory or time estimate needs without downloading anything.
 ///

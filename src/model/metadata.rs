@@ -25,14 +25,16 @@ pub struct Metadata {
     pub requires_dist: Vec<String>,
 }
 
-/// Parses the header block of core metadata (RFC 822 style): stops at the first blank
-/// line, where the description begins; folded continuation lines are joined; header
+/// Parses the header block of core metadata (RFC 822 style): stops at the first empty
+/// line, where the description begins; folded continuation lines (blank ones too) are joined; header
 /// names are case-insensitive, as in any RFC 822 header.
 pub fn parse_metadata(text: &str) -> Metadata {
     let mut out = Metadata::default();
     let mut headers: Vec<(String, String)> = Vec::new();
     for line in text.lines() {
-        if line.trim().is_empty() {
+        // Only an empty line ends the headers: one of blanks is a continuation (RFC 822),
+        // as in the License text sglang's metadata folds into its header.
+        if line.is_empty() {
             break;
         }
         if line.starts_with([' ', '\t']) {
@@ -61,6 +63,14 @@ pub fn parse_metadata(text: &str) -> Metadata {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_line_of_blanks_continues_a_header() {
+        let m = parse_metadata(
+            "Name: sglang\nLicense: Apache\n   Version 2.0\n        \n   TERMS\nRequires-Dist: torch==2.8.0; extra == \"srt\"\n\nbody\n",
+        );
+        assert_eq!(m.requires_dist, ["torch==2.8.0; extra == \"srt\""]);
+    }
 
     #[test]
     fn headers_up_to_the_body() {

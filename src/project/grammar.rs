@@ -98,6 +98,9 @@ pub struct Requirement {
     /// Written in pyproject.toml (which a Dockerfile installs with uv) rather than a
     /// requirements file (installed with pip).
     pub pyproject: bool,
+    /// The extras asked for (`sglang[srt]`), PEP 685 normalized: some packages pin torch
+    /// only through one.
+    pub extras: Vec<String>,
 }
 
 /// Everything a project's files say that constrains its PyTorch stack.
@@ -476,6 +479,7 @@ fn apply_option(option: LineOption, origin: &str, needs: &mut ProjectNeeds) {
                     build_options: Vec::new(),
                     origin: origin.to_string(),
                     pyproject: false,
+                    extras: Vec::new(),
                 });
                 if let Some(pins) = needs.pins_of(&name) {
                     pins.push(Pin {
@@ -618,6 +622,7 @@ fn read_direct_reference(requirement: &str, origin: &str, needs: &mut ProjectNee
             build_options: Vec::new(),
             origin: origin.to_string(),
             pyproject: false,
+            extras: Vec::new(),
         });
         if let Some(pins) = needs.pins_of(&name) {
             pins.push(Pin {
@@ -725,6 +730,11 @@ fn read_pep508(requirement: &str, origin: &str, needs: &mut ProjectNeeds) -> Res
         build_options: Vec::new(),
         origin: origin.to_string(),
         pyproject: false,
+        extras: parsed
+            .extras
+            .iter()
+            .map(|e| pep508::normalize_name(e.as_ref()))
+            .collect(),
     });
     let Some(pins) = needs.pins_of(parsed.name.as_ref()) else {
         return Ok(());

@@ -234,6 +234,7 @@ fn title(found: Found<'_>) -> String {
         Found::Driver(d) => format!("Driver branch R{}", d.branch),
         Found::Python(p) => format!("Python {}", p.version),
         Found::Package(e) => format!("{} (compiles CUDA code: {})", e.name, e.compiles.as_str()),
+        Found::Framework(f) => format!("{} (pins torch; {} releases read)", f.name, f.releases.len()),
         Found::Model(m) => m.name.clone(),
         Found::Xid(x) => format!("Xid {}: {}", x.code, x.description),
         Found::Efficiency(e) => format!("Expected efficiency of {} against {}", e.metric, e.basis.key()),
@@ -469,6 +470,7 @@ fn kind_stats(db: &Db) -> Vec<doc::KindStats> {
                 Kind::Torch => (count(&db.torch), db.torch.last().map(|t| t.version.to_string())),
                 Kind::Image => (count(&db.images), newest_image.clone()),
                 Kind::Package => (count(&db.packages), None),
+                Kind::Framework => (count(&db.frameworks), None),
                 Kind::Model => (count(&db.models), None),
                 Kind::Xid => (count(&db.xids), None),
                 Kind::Efficiency => (count(&db.efficiencies), None),
@@ -560,6 +562,11 @@ pub fn refresh(out: &mut dyn Write, s: &Summary, json_out: bool) -> io::Result<(
             s.cudnn_older_unrecorded
         )?;
     }
+    writeln!(
+        out,
+        "releases of packages that pin torch read from PyPI: {} (their wheel metadata)",
+        s.framework_releases
+    )?;
     writeln!(out, "PyTorch wheel index: {}", s.pytorch_index)?;
     if !s.without_metadata.is_empty() {
         writeln!(
@@ -573,11 +580,15 @@ pub fn refresh(out: &mut dyn Write, s: &Summary, json_out: bool) -> io::Result<(
     let of_kind = |kind: &str| new.iter().filter(|p| p.kind == kind).count();
     writeln!(
         out,
-        "new records proposed: {} (torch {}, CUDA {}, cuDNN {})",
+        "new records proposed: {} (torch {}, CUDA {}, cuDNN {}{})",
         new.len(),
         of_kind("torch"),
         of_kind("cuda"),
-        of_kind("cudnn")
+        of_kind("cudnn"),
+        match of_kind("framework") {
+            0 => String::new(),
+            n => format!(", packages that pin torch {n}"),
+        }
     )?;
     for p in &new {
         if p.pending.is_empty() {

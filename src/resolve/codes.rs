@@ -92,6 +92,9 @@ codes! {
     ImageForwardCompat = "image-forward-compat": "the target's driver is too old for the image's CUDA, and the cuda-compat the image ships serves its branch: on data-center GPUs only",
     CatalogFactMissing = "catalog-fact-missing": "an image judged from compat-db's catalog: the record lacks a fact the verdict needs, so that part is not judged",
     ImageTargetGpuUnknown = "image-target-gpu-unknown": "a GPU of the target has no compat-db record: whether the image's torch runs on it is unknown",
+    // Packages that pin torch.
+    FrameworkPinsTorch = "framework-pins-torch": "a required package (vLLM, SGLang, xformers...) pins torch in its PyPI metadata: that pin constrains the torch release like the project's own",
+    FrameworkReleaseUnknown = "framework-release-unknown": "a required package that pins torch names a release compat-db has not read (or no single release): the torch it installs is not checked",
     // The database itself.
     TorchReleaseUnknown = "torch-release-unknown": "the torch asked for is newer than every release compat-db knows: it is not judged; an updated database (`gpuenv db refresh`, `--db DIR`) can",
     DbMayBeStale = "db-may-be-stale": "compat-db is more than 90 days old and the question names a torch or driver newer than any it knows: releases since may change the answer",

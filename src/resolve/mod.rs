@@ -14,6 +14,7 @@
 pub mod codes;
 pub use codes::Code;
 pub mod extensions;
+pub mod frameworks;
 pub mod graph;
 mod index;
 mod outcome;
@@ -121,6 +122,9 @@ pub struct Query {
     /// The project's requirements on packages whose installation compiles CUDA code, each
     /// with whether it makes the project build extensions and why.
     pub extensions_from: Vec<extensions::ExtensionReq>,
+    /// The project's requirements on packages that pin torch, with what each implies (the
+    /// torch pins they make are in `torch` too).
+    pub frameworks: Vec<frameworks::FrameworkReq>,
     /// The nvcc on the host, when known (host checks).
     pub nvcc: Option<CudaVersion>,
     /// Set when it is a *fact* that the machine has no usable NVIDIA GPU or driver (a probed
@@ -356,7 +360,7 @@ impl Rank {
 }
 
 /// What a [`Suggestion`] changes.
-pub const SUGGESTION_KINDS: [&str; 5] = ["driver", "torch", "cuda", "python", "os"];
+pub const SUGGESTION_KINDS: [&str; 6] = ["driver", "torch", "cuda", "python", "os", "framework"];
 
 fn suggestion_kind<'de, D: serde::Deserializer<'de>>(d: D) -> Result<&'static str, D::Error> {
     crate::model::known::one_of(d, "suggestion kind", SUGGESTION_KINDS)
@@ -454,13 +458,16 @@ pub fn resolve_with(ix: &Index<'_>, q: &Query) -> Answer {
     let verdict = stacks.first().map_or(Status::Incompatible, |s| s.status);
     // What the database cannot know first: it qualifies everything after it.
     let mut findings = rules::currency_findings(ix, q);
+    findings.extend(frameworks::findings(&q.frameworks));
     if stacks.is_empty() {
         findings.extend(rules::no_build_findings(ix, q));
     }
     let suggestions = if verdict == Status::Compatible {
         Vec::new()
     } else if stacks.is_empty() {
-        suggest::existing_builds(ix, q)
+        let mut s = suggest::framework_conflicts(ix, q);
+        s.extend(suggest::existing_builds(ix, q));
+        s
     } else {
         suggest::suggest(ix, q, verdict)
     };

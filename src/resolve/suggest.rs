@@ -199,6 +199,74 @@ pub(crate) fn suggest(ix: &Index<'_>, q: &Query, verdict: Status) -> Vec<Suggest
     out
 }
 
+/// When a framework's torch pin (`vllm==0.6.3.post1` pins `torch==2.4.0`) leaves no build
+/// with the other pins: the release of the framework whose pin fits them (the newest), and
+/// the torch pin that fits the framework, each as the one change to make.
+pub(crate) fn framework_conflicts(ix: &Index<'_>, q: &Query) -> Vec<Suggestion> {
+    let mut out = Vec::new();
+    for fw in q.frameworks.iter().filter(|f| f.known && !f.torch.is_empty()) {
+        let origin = fw.pin_origin();
+        let without: Vec<Pin> = q.torch.iter().filter(|p| p.origin != origin).cloned().collect();
+        if without.len() == q.torch.len() {
+            continue;
+        }
+        // Another release of the framework: the builds the other pins allow, and the
+        // newest release whose pin admits one of them.
+        let others = Query {
+            torch: without.clone(),
+            ..q.clone()
+        };
+        let fits: Vec<Verdict> = verdicts(ix, &others)
+            .into_iter()
+            .filter(|v| v.pythons > 0 && v.status <= Status::Conditional)
+            .collect();
+        let alternative = fw.releases.iter().find_map(|(version, specs)| {
+            if specs.is_empty() {
+                return None;
+            }
+            let v = fits
+                .iter()
+                .filter(|v| specs.iter().all(|s| s.contains(&v.torch)))
+                .min_by(|a, b| {
+                    (a.status, std::cmp::Reverse(&a.torch)).cmp(&(b.status, std::cmp::Reverse(&b.torch)))
+                })?;
+            Some((version, specs, v))
+        });
+        if let Some((version, specs, v)) = alternative {
+            let pins: Vec<String> = specs.iter().map(|s| format!("torch{s}")).collect();
+            out.push(Suggestion {
+                kind: "framework",
+                change: format!("{}=={version} (it pins {})", fw.framework, pins.join(", ")),
+                gives: format!("{} is {}{}", build(v), v.status, on_gpus(q)),
+                status: v.status,
+            });
+        }
+        // The project's other torch pins changed to the framework's.
+        let own = Query {
+            torch: q.torch.iter().filter(|p| p.origin == origin).cloned().collect(),
+            ..q.clone()
+        };
+        if let Some(v) = best(ix, &own).filter(|v| v.status <= Status::Conditional) {
+            let replaced: Vec<String> = without
+                .iter()
+                .map(|p| format!("torch{} ({})", p.specifiers, p.origin))
+                .collect();
+            out.push(Suggestion {
+                kind: "torch",
+                change: format!(
+                    "torch=={} instead of {}, as {} pins",
+                    v.torch,
+                    replaced.join(", "),
+                    fw.requirement
+                ),
+                gives: format!("{} is {}{}", build(&v), v.status, on_gpus(q)),
+                status: v.status,
+            });
+        }
+    }
+    out
+}
+
 /// When no build matches what was asked at all: the builds that do exist for the torch
 /// pinned, one per CUDA variant (the best release of each), as changes of `--cuda`; when
 /// the torch pins themselves match nothing, the usual relaxations.

@@ -6,11 +6,13 @@
 //! whose unknowable facts are proposed as `pending`, never guessed). Must not: write into `compat-db/` (proposals go to a directory a curator
 //! reviews), decide compatibility, or print (the summary is data for `report`).
 
+mod frameworks;
 pub(crate) mod http;
 pub mod pypi;
 mod refresh;
 mod toolkits;
 
+pub use frameworks::{FRAMEWORK_PROJECTS, MAX_RELEASES, TorchRequirement, torch_requirement};
 pub use http::{Client, Fetched};
 pub use refresh::{
     Change, Proposal, RefreshOptions, RefreshStep, Summary, compare_torch, refresh, refresh_told,

@@ -29,6 +29,10 @@ pub struct RefreshOptions {
     /// How many wheels to try per release before giving up on its metadata (mirrors do
     /// not always serve PEP 658 files).
     pub metadata_attempts: usize,
+    /// Packages that pin torch whose releases are read (`vllm`...).
+    pub frameworks: Vec<String>,
+    /// Their releases first uploaded on or after this day are read.
+    pub frameworks_since: PartialDate,
 }
 
 impl Default for RefreshOptions {
@@ -38,6 +42,12 @@ impl Default for RefreshOptions {
             pytorch_index: Some(Url::parse("https://download.pytorch.org/whl/").expect("valid URL")),
             floor: "1.12.0".parse().expect("valid version"),
             metadata_attempts: 8,
+            frameworks: super::frameworks::FRAMEWORK_PROJECTS
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+            // Two years before this code was written, and vLLM 0.3 (early 2024) with it.
+            frameworks_since: "2024-01-01".parse().expect("valid date"),
         }
     }
 }
@@ -105,7 +115,7 @@ pub struct Proposal {
 }
 
 /// The kinds of record a refresh proposes.
-const PROPOSAL_KINDS: [&str; 3] = ["torch", "cuda", "cudnn"];
+const PROPOSAL_KINDS: [&str; 4] = ["torch", "cuda", "cudnn", "framework"];
 
 fn proposal_kind<'de, D: serde::Deserializer<'de>>(d: D) -> Result<&'static str, D::Error> {
     crate::model::known::one_of(d, "proposal kind", PROPOSAL_KINDS)
@@ -123,6 +133,9 @@ pub struct Summary {
     /// cuDNN releases older than compat-db's newest with no record: not proposed, as
     /// compat-db records older ones only where a build or an image uses them.
     pub cudnn_older_unrecorded: usize,
+    /// Releases of packages that pin torch whose metadata was read.
+    #[serde(default)]
+    pub framework_releases: usize,
     /// Releases whose metadata no mirror served (only their wheel tags were compared).
     pub without_metadata: Vec<String>,
     /// Proposals, new first.
@@ -762,6 +775,8 @@ pub fn refresh_told(
     }
     let toolkits = super::toolkits::scan(client, db, opts, progress)?;
     proposals.extend(toolkits.proposals);
+    let (framework_proposals, framework_releases) = super::frameworks::scan(client, db, opts, progress)?;
+    proposals.extend(framework_proposals);
     proposals.sort_by(|a, b| b.new.cmp(&a.new).then(a.file.cmp(&b.file)));
     let written = match out {
         Some(dir) if !proposals.is_empty() => {
@@ -775,6 +790,7 @@ pub fn refresh_told(
         cuda_releases: toolkits.toolkit_releases,
         cudnn_releases: toolkits.cudnn_releases,
         cudnn_older_unrecorded: toolkits.cudnn_older_unrecorded,
+        framework_releases,
         without_metadata,
         proposals,
         pytorch_index: index_status,

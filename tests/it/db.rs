@@ -63,6 +63,7 @@ fn templates_are_valid_records() {
             "torch" => "2.4.1",
             "image" => "ngc-25.12",
             "package" => "flash-attn",
+            "framework" => "vllm",
             "model" => "llama-2-70b",
             "xid" => "79",
             "efficiency" => "matmul-bf16",

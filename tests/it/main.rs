@@ -18,6 +18,7 @@ mod files;
 mod fleet;
 mod fleet_collect;
 mod fleet_k8s;
+mod frameworks;
 mod health;
 mod hostile;
 mod hostile_net;
