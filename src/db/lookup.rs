@@ -445,6 +445,7 @@ impl Found<'_> {
             Found::Xid(r) => r.checked,
             Found::Efficiency(r) => r.checked,
             Found::ForeignGpu(r) => r.checked,
+            Found::Framework(r) => r.checked,
         }
     }
 }

@@ -68,7 +68,7 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind, in the order reports list them.
-    pub const ALL: [Kind; 12] = [
+    pub const ALL: [Kind; 13] = [
         Kind::Gpu,
         Kind::Driver,
         Kind::Cuda,
