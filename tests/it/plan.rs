@@ -211,7 +211,7 @@ fn cny_offers_are_ranked_by_the_runs_cost() {
         .collect();
     // Run cost known and NVLink as the split wants; then the PCIe boxes whose time leaves the
     // PCIe traffic out (the L20 among them, by its cost, now that compat-db has its TFLOPS);
-    // then the RTX 4090 D, whose GPU has no TFLOPS figure in compat-db.
+    // then the RTX 4090 D and the modified 48 GB RTX 4090, whose records have no TFLOPS figure.
     assert_eq!(
         names,
         [
@@ -219,9 +219,9 @@ fn cny_offers_are_ranked_by_the_runs_cost() {
             "h20-8卡",
             "4090-pcie",
             "4090-nvlink",
-            "4090-48g",
             "l20-整机",
-            "4090d-整机"
+            "4090d-整机",
+            "4090-48g"
         ],
         "{doc:#}"
     );

@@ -561,8 +561,10 @@ def failure(procs, tails, late, what_s):
     failed += [(p, t) for p, t in zip(procs, tails) if p.returncode == -9]
     for p, tail in failed:
         if p.returncode != 0:
-            last = [l for l in tail if l.strip()][-3:]
-            return "a worker exited with %s: %s" % (p.returncode, " | ".join(last)[:500])
+            # The error itself is a traceback's last line: it goes first, so that a cut
+            # (here, or gpuenv's excerpt) drops the frames with their long paths, not it.
+            last = [l.strip() for l in tail if l.strip()][-3:]
+            return "a worker exited with %s: %s" % (p.returncode, " | ".join(reversed(last))[:500])
     return None
 
 
