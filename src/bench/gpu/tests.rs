@@ -42,6 +42,12 @@ fn value(run: &GpuRun, metric: Metric, gpu: Option<u32>) -> f64 {
         .value
 }
 
+/// The options most tests run the script with: the quick pass over every GPU.
+const QUICK: GpuOptions = GpuOptions {
+    mode: Mode::Quick,
+    gpus: None,
+};
+
 #[test]
 fn the_arithmetic_of_a_constructed_two_gpu_run() {
     let run = parse(CONSTRUCTED_2GPU).unwrap();
@@ -298,15 +304,7 @@ fn without_torch_the_script_says_so_and_exits_0() {
     let sys = real(Duration::from_secs(60));
     let out = run_script(&sys, &python, &["--quick".to_string()]);
     assert!(out.ok(), "{out:?}");
-    let run = measure(
-        &sys,
-        &python,
-        &GpuOptions {
-            mode: Mode::Quick,
-            gpus: None,
-        },
-    )
-    .unwrap();
+    let run = measure(&sys, &python, &QUICK).unwrap();
     assert!(run.finished);
     assert!(run.figures.is_empty());
     assert_eq!(run.header.torch, None);
@@ -346,15 +344,7 @@ fn through_the_stand_in_torch_every_path_prints_lines_gpuenv_reads() {
     let dir = tempfile::tempdir().unwrap();
     let python = fake_torch_python(dir.path(), "FAKE_TORCH_GPUS=3");
     let sys = real(Duration::from_secs(120));
-    let run = measure(
-        &sys,
-        &python,
-        &GpuOptions {
-            mode: Mode::Quick,
-            gpus: None,
-        },
-    )
-    .unwrap();
+    let run = measure(&sys, &python, &QUICK).unwrap();
     assert!(run.finished, "{run:#?}");
     assert!(run.skipped.is_empty(), "{:?}", run.skipped);
     assert_eq!(run.gpus.len(), 3);
@@ -412,15 +402,7 @@ fn a_failing_nccl_rank_is_a_reason_and_its_peers_are_stopped() {
     let dir = tempfile::tempdir().unwrap();
     let python = fake_torch_python(dir.path(), "FAKE_TORCH_GPUS=2 FAKE_TORCH_FAIL_RANK=1");
     let sys = real(Duration::from_secs(120));
-    let run = measure(
-        &sys,
-        &python,
-        &GpuOptions {
-            mode: Mode::Quick,
-            gpus: None,
-        },
-    )
-    .unwrap();
+    let run = measure(&sys, &python, &QUICK).unwrap();
     assert!(run.finished);
     let why = run.skipped.iter().find(|s| s.starts_with("all_reduce:")).unwrap();
     assert!(why.contains("NCCL error: unhandled system error (fake)"), "{why}");
@@ -452,15 +434,11 @@ fn a_recorded_run_replays_under_the_scripts_name() {
     let dir = tempfile::tempdir().unwrap();
     let python = wrapper(dir.path(), "exec python3 -I \"$@\"");
     let rec = Recording::capture(Box::new(real(Duration::from_secs(60))), "test".into());
-    let opts = GpuOptions {
-        mode: Mode::Quick,
-        gpus: None,
-    };
-    let live = measure(&rec, &python, &opts).unwrap();
+    let live = measure(&rec, &python, &QUICK).unwrap();
     let record = rec.record();
     let key = format!("{python} -c <gpu-bench> --quick");
     assert!(record.commands.contains_key(&key), "{:?}", record.commands.keys());
-    let replayed = measure(&Recording::replay(record), &python, &opts).unwrap();
+    let replayed = measure(&Recording::replay(record), &python, &QUICK).unwrap();
     assert_eq!(live.skipped, replayed.skipped);
     assert_eq!(live.header, replayed.header);
 }
