@@ -368,6 +368,15 @@ struct VerifyArgs {
     /// the standard layouts keep what is verified.
     #[arg(long)]
     full: bool,
+    /// Write what the image was read to hold as a proposed compat-db record to DIR (new or
+    /// empty; laid out as compat-db, `DIR/image/ngc-25.01.toml`), for a curator to review:
+    /// the record of the image's NGC release or pytorch/pytorch tag with each fact read
+    /// confirmed (out of `unverified`), corrected (both values said) or left as it was,
+    /// citing the image by digest (`docker://REGISTRY/REPOSITORY@sha256:...`). The image must
+    /// be read with a manifest digest: from a registry or an OCI layout. compat-db itself is
+    /// never changed.
+    #[arg(long, value_name = "DIR")]
+    propose: Option<PathBuf>,
     /// Print a JSON document.
     #[arg(long)]
     json: bool,
@@ -586,10 +595,11 @@ enum DbCommand {
     },
     /// Read PyPI (and the PyTorch wheel index, where reachable) for torch releases, CUDA
     /// toolkits (cuda-toolkit, nvidia-cuda-runtime, nvidia-cuda-nvcc) and cuDNN releases
-    /// (nvidia-cudnn-cuXX), and write proposed new or changed records to a directory for
-    /// review; what PyPI cannot tell is listed in a record's `pending`, never guessed.
-    /// Curated records are never changed. Exit 3 when upstream cannot be read; nothing is
-    /// then written.
+    /// (nvidia-cudnn-cuXX), the NGC registry's `nvidia/pytorch` tags for NGC releases and
+    /// NVIDIA's driver index for driver releases (both where reachable), and write proposed
+    /// new or changed records to a directory for review; what upstream cannot tell is listed
+    /// in a proposal's `pending`, never guessed. Curated records are never changed. Exit 3
+    /// when PyPI cannot be read; nothing is then written.
     Refresh(RefreshArgs),
     /// List the records of a kind.
     List {
@@ -618,6 +628,24 @@ struct RefreshArgs {
     /// Do not read the PyTorch wheel index.
     #[arg(long)]
     no_pytorch_index: bool,
+    /// The registry whose `nvidia/pytorch` tags name NGC's PyTorch releases, read
+    /// anonymously (`HOST` or `HOST:PORT`; HTTPS, plain HTTP only on loopback or a host
+    /// listed in GPUENV_INSECURE_REGISTRIES).
+    #[arg(long, value_name = "HOST", default_value = "nvcr.io")]
+    ngc_registry: String,
+    /// Do not read the NGC registry's tags.
+    #[arg(long)]
+    no_ngc: bool,
+    /// NVIDIA's driver download index (one folder per Linux x86_64 driver release).
+    #[arg(
+        long,
+        value_name = "URL",
+        default_value = "https://download.nvidia.com/XFree86/Linux-x86_64/"
+    )]
+    driver_index: String,
+    /// Do not read NVIDIA's driver index.
+    #[arg(long)]
+    no_driver_index: bool,
     /// Seconds the whole refresh may take (default 600): every request and every byte of
     /// the answers. Any single wait (a connection, an answer, the next bytes) is given up
     /// after 30 s, or this when less.
@@ -922,6 +950,9 @@ fn verify(
     let insecure = insecure_registries(&args.insecure_registry, &|k| std::env::var(k).ok())?;
     let db = open_db(&cli.db)?;
     let reference = crate::image::ImageRef::parse(&args.image).map_err(|e| CliError::Usage(e.to_string()))?;
+    if let Some(dir) = &args.propose {
+        propose_target(cli, dir, &reference)?;
+    }
     let expect = match &args.expect {
         Some(e) => {
             Some(crate::image::parse_expect(e).map_err(|e| CliError::Usage(format!("--expect: {e}")))?)
@@ -970,9 +1001,89 @@ fn verify(
         VerifyError::Docker(e) => CliError::Docker(e),
         VerifyError::Registry(e) => CliError::Environment(e.to_string()),
     })?;
+    let proposal = match &args.propose {
+        Some(dir) => Some(propose(cli, &db, &image.facts(), &origin, dir)?),
+        None => None,
+    };
     let v = crate::verify::judge(&db, &image, origin, expect, !args.no_infer, &target);
-    report::verify(out, &v, db.date(), args.json, styles)?;
+    report::verify_proposing(out, &v, proposal.as_ref(), db.date(), args.json, styles)?;
     Ok(if v.failed { Exit::Findings } else { Exit::Ok })
+}
+
+/// `verify --propose DIR`, before anything is read: DIR must be new or empty and outside
+/// the database (a proposal is never written into compat-db), and a local image read by
+/// paths has no manifest digest to cite.
+fn propose_target(
+    cli: &Cli,
+    dir: &std::path::Path,
+    reference: &crate::image::ImageRef,
+) -> Result<(), CliError> {
+    crate::files::check_new_dir(dir).map_err(|e| CliError::Usage(format!("--propose: {e}")))?;
+    if dir.file_name().is_none() {
+        return Err(CliError::Usage(format!(
+            "--propose `{}` names no folder of its own: give a new folder's name",
+            crate::files::shown(dir)
+        )));
+    }
+    // The nearest folder that exists, resolved, against the database's own folders.
+    let mut existing = std::path::absolute(dir).map_err(|e| CliError::Usage(format!("--propose: {e}")))?;
+    while !existing.exists() {
+        if !existing.pop() {
+            break;
+        }
+    }
+    let here = existing.canonicalize().unwrap_or(existing);
+    let shipped = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("compat-db");
+    for db_dir in cli.db.iter().chain(std::iter::once(&shipped)) {
+        if let Ok(db_dir) = db_dir.canonicalize() {
+            if here.starts_with(&db_dir) {
+                return Err(CliError::Usage(format!(
+                    "--propose `{}` is inside the database `{}`: proposals go to a folder of their own, for a curator to review and copy",
+                    crate::files::shown(dir),
+                    crate::files::shown(&db_dir)
+                )));
+            }
+        }
+    }
+    if let crate::image::ImageRef::Daemon(name) = reference {
+        return Err(CliError::Usage(format!(
+            "--propose cites the image by the digest of its manifest, which a local image `{name}` does not have: read it from its registry (`docker://{name}`) or an OCI layout (`oci:DIR`)"
+        )));
+    }
+    Ok(())
+}
+
+/// The proposal of `verify --propose DIR`, written; the database's record files are linted
+/// with it in place first.
+fn propose(
+    cli: &Cli,
+    db: &Db,
+    facts: &crate::image::detect::ImageFacts,
+    origin: &crate::verify::Origin,
+    dir: &std::path::Path,
+) -> Result<crate::verify::propose::Proposal, CliError> {
+    use crate::verify::propose::{self, ProposeError};
+    let files = match &cli.db {
+        Some(d) => crate::db::read_dir(d)?,
+        None => crate::db::embedded_files(),
+    };
+    let today = crate::db::today().ok_or_else(|| {
+        CliError::Environment("the system clock is before 1970: no `checked` date to write".into())
+    })?;
+    let inputs = propose::Inputs {
+        db,
+        files: &files,
+        facts,
+        origin,
+        today,
+    };
+    let as_cli = |e: ProposeError| match e {
+        ProposeError::Input(m) => CliError::Usage(m),
+        ProposeError::Environment(m) => CliError::Environment(m),
+    };
+    let mut p = propose::propose(&inputs).map_err(as_cli)?;
+    propose::write(&mut p, dir).map_err(as_cli)?;
+    Ok(p)
 }
 
 /// `--driver` and `--gpu` over a target, read as `query` reads them: a branch as its
@@ -1264,12 +1375,7 @@ pub(crate) fn insecure_registries(
         if entry.is_empty() && source == crate::registry::INSECURE_VAR {
             continue;
         }
-        let host_like = !entry.is_empty()
-            && entry.len() <= 255
-            && entry
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b':' | b'[' | b']' | b'_'));
-        if !host_like {
+        if !host_like(entry) {
             return Err(CliError::Usage(format!(
                 "invalid {source} `{}`: expected a registry host, `HOST` or `HOST:PORT` (no scheme, no path)",
                 crate::text::excerpt(entry)
@@ -1278,6 +1384,29 @@ pub(crate) fn insecure_registries(
         out.push(entry.to_string());
     }
     Ok(out)
+}
+
+/// Whether `entry` is written as a registry host is: `HOST` or `HOST:PORT`, the characters
+/// of names, IP addresses and ports only.
+fn host_like(entry: &str) -> bool {
+    !entry.is_empty()
+        && entry.len() <= 255
+        && entry
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b':' | b'[' | b']' | b'_'))
+}
+
+/// A registry host given by `flag`: [`host_like`], and one a URL can be made of.
+fn parse_registry_host(flag: &str, text: &str) -> Result<String, CliError> {
+    let usable = host_like(text)
+        && reqwest::Url::parse(&format!("https://{text}/")).is_ok_and(|u| u.host_str().is_some());
+    if !usable {
+        return Err(CliError::Usage(format!(
+            "invalid {flag} `{}`: expected a registry host, `HOST` or `HOST:PORT` (no scheme, no path)",
+            crate::text::excerpt(text)
+        )));
+    }
+    Ok(text.to_string())
 }
 
 fn parse_url(flag: &str, text: &str) -> Result<reqwest::Url, CliError> {
@@ -1305,6 +1434,23 @@ fn refresh(cli: &Cli, args: &RefreshArgs, out: &mut dyn Write) -> Result<Exit, C
             None
         } else {
             Some(parse_url("--pytorch-index", &args.pytorch_index)?)
+        },
+        ngc_registry: if args.no_ngc {
+            None
+        } else {
+            Some(parse_registry_host("--ngc-registry", &args.ngc_registry)?)
+        },
+        // The registries gpuenv reads over plain HTTP, as for `verify` and `pull`; only
+        // the NGC registry is such a read here.
+        insecure_registries: if args.no_ngc {
+            Vec::new()
+        } else {
+            insecure_registries(&[], &|k| std::env::var(k).ok())?
+        },
+        driver_index: if args.no_driver_index {
+            None
+        } else {
+            Some(parse_url("--driver-index", &args.driver_index)?)
         },
         ..RefreshOptions::default()
     };

@@ -45,6 +45,14 @@ impl Checker<'_> {
     }
 
     fn sources(&mut self, file: usize, at: &KeyPath, sources: &[Source], required: bool) {
+        self.sources_of(file, at, sources, required, false);
+    }
+
+    /// [`Checker::sources`]; with `images`, a source may also be an image pinned by the
+    /// digest of its manifest (`docker://nvcr.io/nvidia/pytorch@sha256:...`): what
+    /// `gpuenv verify --propose` cites for facts it read from the image itself, the most
+    /// primary source of what an image holds, and one no web page can stand in for.
+    fn sources_of(&mut self, file: usize, at: &KeyPath, sources: &[Source], required: bool, images: bool) {
         if required && sources.is_empty() {
             self.report(
                 file,
@@ -54,14 +62,24 @@ impl Checker<'_> {
             );
         }
         for (i, s) in sources.iter().enumerate() {
-            if !(s.url.starts_with("https://") || s.url.starts_with("http://")) {
-                self.report(
-                    file,
-                    at.join("sources").index(i).join("url"),
-                    ProblemKind::MissingSources,
-                    format!("source `{}` is not an http(s) address", s.url),
-                );
+            let web = s.url.starts_with("https://") || s.url.starts_with("http://");
+            if web || (images && pinned_image(&s.url)) {
+                continue;
             }
+            let message = if images {
+                format!(
+                    "source `{}` is neither an http(s) address nor an image pinned by digest (`docker://REGISTRY/REPOSITORY@sha256:<64 hex digits>`)",
+                    s.url
+                )
+            } else {
+                format!("source `{}` is not an http(s) address", s.url)
+            };
+            self.report(
+                file,
+                at.join("sources").index(i).join("url"),
+                ProblemKind::MissingSources,
+                message,
+            );
         }
     }
 
@@ -1453,11 +1471,38 @@ fn check_image_refs(ck: &mut Checker<'_>, idx: usize, im: &Image, recs: &Records
     }
 }
 
+/// `docker://REGISTRY/REPOSITORY@sha256:<64 lower-case hex digits>`: an image named by
+/// the digest of its manifest, whose registry names a host (a `.`, a `:` port, or
+/// `localhost`) so that the reference reads the same wherever it is resolved, and without a
+/// tag, which could move.
+fn pinned_image(url: &str) -> bool {
+    let Some((name, hex)) = url
+        .strip_prefix("docker://")
+        .and_then(|rest| rest.split_once("@sha256:"))
+    else {
+        return false;
+    };
+    let Some((registry, repository)) = name.split_once('/') else {
+        return false;
+    };
+    let host = registry.contains('.') || registry.contains(':') || registry == "localhost";
+    let component = |c: &str| {
+        !c.is_empty()
+            && c.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'-'))
+    };
+    host && repository.split('/').all(component)
+        && hex.len() == 64
+        && hex
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
 fn check_images(ck: &mut Checker<'_>, recs: &Records) {
     let records = &recs.images;
     for (idx, im) in records {
         let idx = *idx;
-        ck.sources(idx, &KeyPath::default(), &im.sources, true);
+        ck.sources_of(idx, &KeyPath::default(), &im.sources, true, true);
         ck.checked(idx, im.checked);
         let (need_tag, need_torch, need_cuda, repo) = match im.family {
             ImageFamily::NvidiaCuda => (false, false, true, "nvidia/cuda"),
@@ -2057,6 +2102,35 @@ fn check_config_keys(
             );
         } else if let serde_json::Value::Object(inner) = value {
             check_config_keys(ck, idx, &at.join(key), inner);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pinned_image;
+
+    #[test]
+    fn an_image_pinned_by_digest_is_a_source() {
+        let hex = "0123456789abcdef".repeat(4);
+        assert!(pinned_image(&format!(
+            "docker://nvcr.io/nvidia/pytorch@sha256:{hex}"
+        )));
+        assert!(pinned_image(&format!(
+            "docker://127.0.0.1:5555/a/pytorch@sha256:{hex}"
+        )));
+        assert!(pinned_image(&format!("docker://localhost/pytorch@sha256:{hex}")));
+        // A tag could move; a short or upper-case digest is no digest; the registry is named.
+        for bad in [
+            format!("docker://nvcr.io/nvidia/pytorch:25.01-py3@sha256:{hex}"),
+            "docker://nvcr.io/nvidia/pytorch:25.01-py3".to_string(),
+            format!("docker://nvcr.io/nvidia/pytorch@sha256:{}", &hex[..63]),
+            format!("docker://nvcr.io/nvidia/pytorch@sha256:{}", hex.to_uppercase()),
+            format!("docker://nvidia/pytorch@sha256:{hex}"),
+            format!("nvcr.io/nvidia/pytorch@sha256:{hex}"),
+            format!("docker://nvcr.io/@sha256:{hex}"),
+        ] {
+            assert!(!pinned_image(&bad), "{bad}");
         }
     }
 }

@@ -742,6 +742,40 @@ impl Db {
         self.gpu_match(name).map(|m| m.chosen)
     }
 
+    /// The GPU a driver reports: its name (which says no memory size: nvidia-smi prints
+    /// "NVIDIA GeForce RTX 4060 Ti" for the 8 GB and the 16 GB card alike) and the memory
+    /// it reports. Among the records that differ from the name's only in memory, the one
+    /// whose memory is nearest the reported total is chosen, within a tenth of it; with no
+    /// reported memory, or none that near, the name alone decides ([`Db::gpu`]).
+    pub fn gpu_reported(&self, name: &str, memory_mib: Option<u64>) -> Result<&Gpu, LookupError> {
+        let chosen = self.gpu(name)?;
+        let Some(mib) = memory_mib.filter(|m| *m > 0) else {
+            return Ok(chosen);
+        };
+        let input = GpuTokens::read(name);
+        if !input.memory.is_empty() {
+            return Ok(chosen); // the name says its size; the lookup has chosen by it
+        }
+        let reported = mib as f64 / 1024.0;
+        // What nvidia-smi prints for the record, in GiB: the captured total where recorded,
+        // else the size sold (in GB, which nvidia-smi's MiB total falls a little below).
+        let capacity = |g: &Gpu| {
+            g.usable_memory_mib
+                .map_or(g.memory_gib, |u| f64::from(u) / 1024.0)
+        };
+        let distance = |g: &Gpu| (capacity(g) - reported).abs() / reported;
+        let nearest = self
+            .gpus
+            .iter()
+            .filter(|g| g.id == chosen.id || Named::new(g).same_but_memory(&GpuTokens::read(&chosen.name)))
+            .filter(|g| g.architecture == chosen.architecture)
+            .min_by(|a, b| distance(a).total_cmp(&distance(b)));
+        Ok(match nearest {
+            Some(g) if distance(g) <= 0.1 => g,
+            _ => chosen,
+        })
+    }
+
     /// Every GPU record a written name covers (see the module's doc for how names are
     /// read), and the one chosen when a single GPU is needed.
     pub fn gpu_match(&self, name: &str) -> Result<GpuMatch<'_>, LookupError> {
@@ -1239,6 +1273,32 @@ mod tests {
         // A different model word is a different GPU.
         assert_eq!(covered("RTX 4090"), ["RTX 4090"]);
         assert_eq!(covered("A10"), ["A10"]);
+    }
+
+    /// nvidia-smi names the 8 and 16 GB boards alike; the memory it reports chooses. The
+    /// totals are nvidia-smi's own (`memory.total` of captured cards).
+    #[test]
+    fn the_reported_memory_chooses_between_boards_of_one_name() {
+        let db = db();
+        let reported = |name: &str, mib: Option<u64>| db.gpu_reported(name, mib).unwrap().name.clone();
+        let ti = "NVIDIA GeForce RTX 4060 Ti";
+        assert_eq!(reported(ti, Some(16380)), "RTX 4060 Ti 16GB");
+        assert_eq!(reported(ti, Some(8188)), "RTX 4060 Ti");
+        // Nothing reported, or a total no board of the name has: the name alone decides.
+        assert_eq!(reported(ti, None), "RTX 4060 Ti");
+        assert_eq!(reported(ti, Some(12000)), "RTX 4060 Ti");
+        assert_eq!(
+            reported("NVIDIA GeForce RTX 5060 Ti", Some(16311)),
+            "RTX 5060 Ti 16GB"
+        );
+        // The modified 4090 prints NVIDIA's name; its 49140 MiB (a captured table) tells it.
+        assert_eq!(reported("NVIDIA GeForce RTX 4090", Some(49140)), "RTX 4090 48GB");
+        assert_eq!(reported("NVIDIA GeForce RTX 4090", Some(24564)), "RTX 4090");
+        // A name that writes its size keeps it; another form factor is another GPU.
+        assert_eq!(reported("NVIDIA A100-SXM4-40GB", Some(81920)), "A100 40GB SXM");
+        assert_eq!(reported("NVIDIA H100 80GB HBM3", Some(81559)), "H100 SXM");
+        assert_eq!(reported("NVIDIA H100 PCIe", Some(81559)), "H100 PCIe");
+        assert!(db.gpu_reported("NVIDIA Nonesuch", Some(1)).is_err());
     }
 
     /// A size written in the name chooses the record of that size; a size no record of

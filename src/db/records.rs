@@ -490,8 +490,28 @@ impl GlibcBasis {
 }
 
 impl TorchRelease {
-    /// The oldest glibc the Linux wheels install and run on: the higher of the platform
-    /// tag's floor and the recorded `glibc`.
+    /// The platform tag of PyPI's Linux wheels for `arch`; `None` for aarch64 where no
+    /// aarch64 tag is recorded.
+    pub fn manylinux_on(&self, arch: HostArch) -> Option<&Manylinux> {
+        match arch {
+            HostArch::X86_64 => Some(&self.manylinux),
+            HostArch::Aarch64 => self.manylinux_aarch64.as_ref(),
+        }
+    }
+
+    /// The oldest glibc the Linux wheels for `arch` install and run on. On x86_64, that is
+    /// [`TorchRelease::glibc_floor`]; on aarch64, the aarch64 tag's floor, since the recorded
+    /// `glibc` was read from the x86_64 wheel and says nothing of the other. `None` where
+    /// no aarch64 tag is recorded.
+    pub fn glibc_floor_on(&self, arch: HostArch) -> Option<GlibcVersion> {
+        match arch {
+            HostArch::X86_64 => Some(self.glibc_floor()),
+            HostArch::Aarch64 => self.manylinux_aarch64.as_ref().map(Manylinux::glibc),
+        }
+    }
+
+    /// The oldest glibc the Linux x86_64 wheels install and run on: the higher of the
+    /// platform tag's floor and the recorded `glibc`.
     pub fn glibc_floor(&self) -> GlibcVersion {
         let tag = self.manylinux.glibc();
         match &self.glibc {

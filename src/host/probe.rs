@@ -22,7 +22,7 @@
 //! 5. Containers: the Docker Engine (through the seam), `nvidia-ctk --version`, and the CDI
 //!    specs in the directories the Engine reads them from (where it has CDI enabled).
 //! 6. System, in this order: `/etc/os-release`; glibc (`ldd --version`, then `getconf
-//!    GNU_LIBC_VERSION`); the kernel release; the host name (`/proc/sys/kernel/hostname`);
+//!    GNU_LIBC_VERSION`); the kernel release; the architecture (`uname -m`); the host name (`/proc/sys/kernel/hostname`);
 //!    the CPU (`/proc/cpuinfo`, NUMA nodes from `/sys/devices/system/node`); memory
 //!    (`/proc/meminfo`); filesystems (`df -PkT`), each with the disk under it and what that
 //!    is (network filesystem type, NVMe name, `/sys/block/*/queue/rotational`, through
@@ -44,7 +44,7 @@ use super::parse;
 use super::system::{NvmlProbe, Outcome, System};
 use super::types::*;
 use crate::model::EngineInfo;
-use crate::model::{CudaVersion, DriverVersion, GlibcVersion};
+use crate::model::{CudaVersion, DriverVersion, GlibcVersion, HostArch};
 
 /// A fact and where it came from (sources here: `nvml`, `nvidia-smi -q -x`,
 /// `/proc/driver/nvidia/version`, `GPUENV_DRIVER`...).
@@ -220,6 +220,10 @@ pub struct HostReport {
     pub glibc: Option<Sourced<GlibcVersion>>,
     /// Kernel release.
     pub kernel: Option<String>,
+    /// The CPU architecture (`uname -m`): which torch wheels exist for the host (PyPI's
+    /// aarch64 wheels were CPU-only builds up to 2.10) and which glibc floor they have.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arch: Option<Sourced<HostArch>>,
     /// CPU.
     pub cpu: Option<CpuInfo>,
     /// Total memory, KiB.
@@ -941,6 +945,7 @@ fn probe_system(sys: &dyn System) -> Part {
     let kernel = sys
         .read("/proc/sys/kernel/osrelease")
         .map(|k| k.trim().to_string());
+    let arch = arch(sys);
     let hostname = super::machine::hostname(sys);
     let machine_id = super::machine::machine_id(sys);
     let cpu = sys.read("/proc/cpuinfo").map(|t| CpuInfo {
@@ -962,6 +967,7 @@ fn probe_system(sys: &dyn System) -> Part {
         r.os = os;
         r.glibc = glibc;
         r.kernel = kernel;
+        r.arch = arch;
         r.hostname = hostname;
         r.machine_id = machine_id;
         r.cpu = cpu;
@@ -969,6 +975,17 @@ fn probe_system(sys: &dyn System) -> Part {
         r.mounts = mounts;
         r.network = network;
     })
+}
+
+/// The machine's architecture as `uname -m` prints it; `None` when it did not answer or
+/// printed one gpuenv does not judge (`ppc64le`): an unknown architecture is no fact.
+fn arch(sys: &dyn System) -> Option<Sourced<HostArch>> {
+    let out = sys.run("uname", &["-m"]);
+    if !out.ok() {
+        return None;
+    }
+    let (arch, _) = HostArch::read(out.stdout.trim()).ok()?;
+    Some(Sourced::new(arch, "uname -m"))
 }
 
 #[cfg(test)]

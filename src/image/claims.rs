@@ -426,7 +426,12 @@ pub fn version_matches(claimed: &str, found: &str) -> bool {
         .enumerate()
         .all(|(i, n)| f.get(i).copied().unwrap_or(0) == *n);
     let local = match claimed.split_once('+') {
-        Some((_, l)) => found.split_once('+').is_some_and(|(_, fl)| fl == l),
+        // NGC's torch appends the container to the commit (`2.6.0a0+ecf3bae40a.nv25.01`)
+        // where the release notes print the commit alone: a claimed local version holds
+        // when it is the found one's leading segments (PEP 440 separates them by dots).
+        Some((_, l)) => found
+            .split_once('+')
+            .is_some_and(|(_, fl)| fl == l || fl.strip_prefix(l).is_some_and(|rest| rest.starts_with('.'))),
         None => true,
     };
     numbers && local
@@ -805,6 +810,17 @@ mod tests {
         assert!(version_matches("2.6", "2.6.0a0+ecf3bae40a.nv25.1"));
         assert!(version_matches("2.4.1+cu121", "2.4.1+cu121"));
         assert!(!version_matches("2.4.1+cu121", "2.4.1"));
+        // A record's NGC commit holds against the version with the container appended, and
+        // only as whole segments.
+        assert!(version_matches(
+            "2.6.0a0+ecf3bae40a",
+            "2.6.0a0+ecf3bae40a.nv25.01"
+        ));
+        assert!(!version_matches("2.6.0a0+ecf3bae", "2.6.0a0+ecf3bae40a.nv25.01"));
+        assert!(!version_matches(
+            "2.6.0a0+ecf3bae40a",
+            "2.6.0a0+0000000000.nv25.01"
+        ));
         assert!(version_matches("9", "9.1.0.70"));
         assert!(!version_matches("", "9"));
         assert!(!version_matches("9", "x"));

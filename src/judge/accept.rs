@@ -274,15 +274,17 @@ fn accept_gpu(db: &Db, host: &HostReport, e: &Expect, want: &str) -> Result<Acce
     let wanted = db
         .gpus_written(want)
         .map_err(|err| format!("{}: {err}", e.origin(Item::Gpu)))?;
-    let covered_by = |name: &str| {
-        db.gpu(name)
+    // The reported memory tells boards of one name apart (a 16 GB RTX 4060 Ti ordered, an
+    // 8 GB one delivered: nvidia-smi names both alike).
+    let covered_by = |g: &crate::host::GpuInfo| {
+        db.gpu_reported(&g.name, g.memory_total_mib)
             .ok()
             .and_then(|rec| wanted.iter().position(|(m, _)| m.covers(&rec.id)))
     };
     let mut per_entry = vec![0u32; wanted.len()];
     let mut all_covered = !host.gpus.is_empty();
     for g in &host.gpus {
-        match covered_by(&g.name) {
+        match covered_by(g) {
             Some(i) => per_entry[i] += 1,
             None => all_covered = false,
         }

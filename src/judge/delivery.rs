@@ -254,7 +254,7 @@ pub(super) fn gpu_interconnect(db: &Db, host: &HostReport) -> Check {
         let generation = host
             .gpus
             .first()
-            .and_then(|g| db.gpu(&g.name).ok())
+            .and_then(|g| db.gpu_reported(&g.name, g.memory_total_mib).ok())
             .and_then(|r| {
                 let cc = r.compute_capability;
                 nvlink_generation(u32::from(cc.major), u32::from(cc.minor))
@@ -447,7 +447,11 @@ pub(super) fn persistence_mode(db: &Db, host: &HostReport) -> Check {
     if host.gpus.is_empty() {
         return check("persistence-mode", Verdict::Skip, "no GPU");
     }
-    let datacenter = |g: &GpuInfo| db.gpu(&g.name).ok().map(|r| r.segment == Segment::Datacenter);
+    let datacenter = |g: &GpuInfo| {
+        db.gpu_reported(&g.name, g.memory_total_mib)
+            .ok()
+            .map(|r| r.segment == Segment::Datacenter)
+    };
     let dc: Vec<&GpuInfo> = host.gpus.iter().filter(|g| datacenter(g) == Some(true)).collect();
     if dc.is_empty() {
         return check(

@@ -144,7 +144,7 @@ pub fn host_gpus(db: &Db, host: &HostReport) -> (Vec<GpuAsk>, Vec<String>) {
     let mut asks: Vec<GpuAsk> = Vec::new();
     let mut unknown: Vec<String> = Vec::new();
     for g in &host.gpus {
-        match db.gpu(&g.name) {
+        match db.gpu_reported(&g.name, g.memory_total_mib) {
             Ok(rec) => match asks.iter_mut().find(|a| a.gpu.id == rec.id) {
                 Some(a) => a.count += 1,
                 None => asks.push(GpuAsk {
@@ -198,7 +198,7 @@ pub fn gpu_unusable(host: &HostReport) -> Option<String> {
     })
 }
 
-/// The machine facts of a host as a resolver query (GPUs, driver, glibc, nvcc, and the
+/// The machine facts of a host as a resolver query (GPUs, driver, glibc, architecture, nvcc, and the
 /// absence of any usable GPU when that is what was found).
 pub fn machine_query(db: &Db, host: &HostReport) -> Query {
     let (gpus, _) = host_gpus(db, host);
@@ -211,6 +211,10 @@ pub fn machine_query(db: &Db, host: &HostReport) -> Query {
             .as_ref()
             .map(|g| (g.value.clone(), format!("host ({})", g.source))),
         nvcc: host.nvcc.as_ref().map(|n| n.value.clone()),
+        arch: host
+            .arch
+            .as_ref()
+            .map(|a| (a.value, format!("host ({})", a.source))),
         ..Query::default()
     }
 }
@@ -238,7 +242,7 @@ pub fn gpu_groups(db: &Db, host: &HostReport) -> Vec<GpuGroup> {
                 count: 1,
                 name: g.name.clone(),
                 record: db
-                    .gpu(&g.name)
+                    .gpu_reported(&g.name, g.memory_total_mib)
                     .ok()
                     .map(|r| (r.name.clone(), r.compute_capability.sm())),
                 memory_mib: g.memory_total_mib,
@@ -300,6 +304,9 @@ pub fn check_query(db: &Db, host: &HostReport, mut q: Query) -> Result<Query, St
     }
     if q.glibc.is_none() {
         q.glibc = machine.glibc;
+    }
+    if q.arch.is_none() {
+        q.arch = machine.arch;
     }
     q.nvcc = machine.nvcc;
     if q.python.is_empty() {

@@ -1,6 +1,6 @@
 //! The OCI distribution API, without a daemon: manifests (with platform selection from an
-//! index or manifest list), configs and layers over reqwest, with token authentication and
-//! every digest verified.
+//! index or manifest list), configs and layers, and a repository's tag list (every page),
+//! over reqwest, with token authentication and every digest verified.
 //!
 //! Owns: talking to registries: which scheme a host gets ([`plain_http`]), when and where
 //! credentials are sent, how long the registry may take (a [`Deadline`] over the whole
@@ -31,7 +31,9 @@
 //!
 //! Limits: every request, and every read of its body, ends by the [`Deadline`] (see
 //! [`crate::net`]); a manifest or index is read up to [`MANIFEST_CAP`], a token answer up
-//! to [`TOKEN_CAP`], a blob up to exactly the size its descriptor declares; redirects are
+//! to [`TOKEN_CAP`], a page of a tag list up to [`TAGS_PAGE_CAP`] (and a list to
+//! [`MAX_TAG_PAGES`] pages and [`MAX_TAGS`] tags), a blob up to exactly the size its
+//! descriptor declares; redirects are
 //! followed at most [`MAX_REDIRECTS`] times, never in a loop, never to plain HTTP on a
 //! host that gets none, and a token request's never to another host.
 
@@ -64,6 +66,22 @@ pub const TOKEN_CAP: u64 = 1 << 20;
 /// The most requests one request may become through redirects (Go's `net/http` default,
 /// `stopped after 10 redirects`, which Docker's client keeps).
 pub const MAX_REDIRECTS: usize = 10;
+
+/// The most bytes of one page of a tag list (`GET /v2/<name>/tags/list`): `nvidia/pytorch`
+/// has a few hundred tags (tens of KiB of JSON); a tag is at most 128 characters, so a page
+/// this size holds 30,000 of the longest.
+pub const TAGS_PAGE_CAP: u64 = 4 << 20;
+
+/// The most pages of a tag list followed through `Link` headers: with the page size asked
+/// ([`TAGS_PAGE_SIZE`]) that is 100,000 tags, far above any repository gpuenv reads.
+pub const MAX_TAG_PAGES: usize = 100;
+
+/// The most tags kept from one repository, whatever the pages hold.
+pub const MAX_TAGS: usize = 100_000;
+
+/// The page size asked for (`n`): distribution's registry defaults to 100 and accepts up
+/// to 1000 (its `maxEntries`); a registry may send fewer and link to the rest.
+pub const TAGS_PAGE_SIZE: usize = 1000;
 
 /// The environment variable listing registries gpuenv's own client may speak plain HTTP
 /// to, comma-separated (`HOST` or `HOST:PORT`); `--insecure-registry` adds to it.
@@ -160,6 +178,13 @@ pub use crate::image::archive::Platform;
 
 /// A content descriptor (OCI): the image readers' type, read as strictly.
 pub use crate::image::archive::Descriptor;
+
+/// One page of `GET /v2/<name>/tags/list`; `tags` is `null` for a repository without tags.
+#[derive(Debug, Deserialize)]
+struct TagPage {
+    #[serde(default)]
+    tags: Option<Vec<String>>,
+}
 
 #[derive(Debug, Deserialize)]
 struct Index {
@@ -549,6 +574,19 @@ impl Registry {
         reference: &str,
         platform: (&str, &str),
     ) -> Result<(Vec<u8>, String), RegistryError> {
+        self.platform_manifest(repo, reference, platform)
+            .map(|(body, digest, _)| (body, digest))
+    }
+
+    /// [`Registry::manifest_document`], with the digest of the index or manifest list the
+    /// manifest was chosen from, when `reference` named one: a record citing what was read
+    /// names both (the manifest is what was read, the index what the tag pointed to).
+    pub fn platform_manifest(
+        &self,
+        repo: &str,
+        reference: &str,
+        platform: (&str, &str),
+    ) -> Result<(Vec<u8>, String, Option<String>), RegistryError> {
         let what = format!("{repo}:{reference}");
         let (body, digest, media) = self.manifest_bytes(repo, reference, &what)?;
         let v: serde_json::Value =
@@ -559,7 +597,7 @@ impl Registry {
             .map(str::to_string)
             .unwrap_or(media);
         if !(media.contains("index") || media.contains("manifest.list") || v.get("manifests").is_some()) {
-            return Ok((body, digest));
+            return Ok((body, digest, None));
         }
         let index: Index = serde_json::from_value(v).map_err(|e| self.format("index", e.to_string()))?;
         let chosen = index.manifests.iter().find(|d| {
@@ -580,8 +618,8 @@ impl Registry {
                 available: crate::text::excerpt(&available.join(", ")),
             });
         };
-        let (body, digest, _) = self.manifest_bytes(repo, chosen.digest.as_str(), &what)?;
-        Ok((body, digest))
+        let (body, chosen_digest, _) = self.manifest_bytes(repo, chosen.digest.as_str(), &what)?;
+        Ok((body, chosen_digest, Some(digest)))
     }
 
     fn format(&self, what: &str, reason: String) -> RegistryError {
@@ -632,6 +670,86 @@ impl Registry {
             }
         }
         Ok((body, actual, media))
+    }
+
+    /// Every tag of `repo`, in the order the registry lists them, following the pagination
+    /// of the distribution spec: `n` asks for a page size, and each page that has more after
+    /// it names the next in a `Link: <...>; rel="next"` header. The first request is
+    /// anonymous and a 401 challenge is answered as for manifests (a Bearer token from the
+    /// realm), so a public repository is read without credentials.
+    ///
+    /// Bounded: each page up to [`TAGS_PAGE_CAP`], at most [`MAX_TAG_PAGES`] pages and
+    /// [`MAX_TAGS`] tags, all under the registry's [`Deadline`]; a next link must stay on the
+    /// registry (same scheme, host and port, under `/v2/`) and never repeat. Beyond a bound
+    /// the list is refused, not cut: a partial list would make releases look missing.
+    pub fn tags(&self, repo: &str) -> Result<Vec<String>, RegistryError> {
+        let what = format!("the tags of {repo}");
+        let mut path = format!("{repo}/tags/list?n={TAGS_PAGE_SIZE}");
+        let mut seen: Vec<String> = Vec::new();
+        let mut tags: Vec<String> = Vec::new();
+        loop {
+            if seen.len() >= MAX_TAG_PAGES {
+                return Err(self.format(
+                    "tag list",
+                    format!("it goes on past {MAX_TAG_PAGES} pages; gpuenv reads no more"),
+                ));
+            }
+            seen.push(path.clone());
+            let resp = self.get(&path, Some("application/json"), &what)?;
+            let at = resp.url.clone();
+            let next = resp
+                .headers
+                .get_all(reqwest::header::LINK)
+                .iter()
+                .filter_map(|h| h.to_str().ok())
+                .find_map(next_link)
+                .map(|target| self.next_page(&at, &target))
+                .transpose()?;
+            let body = resp.bytes(Cap::at_most(TAGS_PAGE_CAP, "a page of a tag list"))?;
+            let page: TagPage =
+                serde_json::from_slice(&body).map_err(|e| self.format("tag list", e.to_string()))?;
+            let page = page.tags.unwrap_or_default();
+            if tags.len() + page.len() > MAX_TAGS {
+                return Err(self.format(
+                    "tag list",
+                    format!("it holds more than {MAX_TAGS} tags; gpuenv reads no more"),
+                ));
+            }
+            tags.extend(page);
+            match next {
+                None => return Ok(tags),
+                Some(p) if seen.contains(&p) => {
+                    return Err(self.format(
+                        "tag list",
+                        "its pages link back to a page already read".to_string(),
+                    ));
+                }
+                Some(p) => path = p,
+            }
+        }
+    }
+
+    /// The path under `/v2/` (with its query) of a next page's link `target`, resolved
+    /// against the page `at`: only a page of this registry, since the request carries its
+    /// token.
+    fn next_page(&self, at: &reqwest::Url, target: &str) -> Result<String, RegistryError> {
+        let refused = |why: &str| {
+            self.format(
+                "tag list",
+                format!("its next page `{}` {why}", crate::text::excerpt(target)),
+            )
+        };
+        let url = at.join(target).map_err(|_| refused("is not a URL"))?;
+        if !self.is_the_registry(&url) {
+            return Err(refused("is on another host"));
+        }
+        let Some(rest) = url.path().strip_prefix(self.base.path()) else {
+            return Err(refused("is not under /v2/"));
+        };
+        Ok(match url.query() {
+            Some(q) => format!("{rest}?{q}"),
+            None => rest.to_string(),
+        })
     }
 
     /// A blob as a stream of exactly the size its descriptor declares (a `Content-Length`
@@ -692,6 +810,33 @@ pub fn declared_sizes(
         | Err(RegistryError::Platform { .. })
         | Err(RegistryError::PlainRealm { .. }) => Ok(None),
         Err(e @ (RegistryError::Net(_) | RegistryError::Digest { .. })) => Err(e),
+    }
+}
+
+/// The target of a `Link` header's `rel="next"` entry (RFC 8288: `<target>; rel="next"`,
+/// several entries separated by commas, `rel` possibly holding several relations).
+fn next_link(header: &str) -> Option<String> {
+    let mut rest = header;
+    loop {
+        let open = rest.find('<')?;
+        let close = open + rest[open..].find('>')?;
+        let target = &rest[open + 1..close];
+        let after = &rest[close + 1..];
+        // The parameters run to the next entry's `<`.
+        let params = &after[..after.find('<').unwrap_or(after.len())];
+        let is_next = params.split(';').any(|p| {
+            p.trim().split_once('=').is_some_and(|(k, v)| {
+                k.trim().eq_ignore_ascii_case("rel")
+                    && v.trim()
+                        .trim_matches('"')
+                        .split_ascii_whitespace()
+                        .any(|r| r.eq_ignore_ascii_case("next"))
+            })
+        });
+        if is_next {
+            return Some(target.to_string());
+        }
+        rest = after;
     }
 }
 
@@ -855,6 +1000,37 @@ mod tests {
             "an entry with a port covers that port"
         );
         assert!(!plain_http("reg.lan.attacker.example", &listed));
+    }
+
+    #[test]
+    fn the_next_link_is_found_among_others() {
+        assert_eq!(
+            next_link(r#"</v2/nvidia/pytorch/tags/list?last=24.08-py3&n=100>; rel="next""#).as_deref(),
+            Some("/v2/nvidia/pytorch/tags/list?last=24.08-py3&n=100")
+        );
+        assert_eq!(
+            next_link(r#"<https://a/prev>; rel="prev", <https://a/next>; rel=next"#).as_deref(),
+            Some("https://a/next")
+        );
+        assert_eq!(
+            next_link(r#"<x>; title="a, <b>"; rel="prev start", <y>; REL="Next""#).as_deref(),
+            Some("y")
+        );
+        for none in [
+            "",
+            "garbage",
+            "<unclosed; rel=next",
+            r#"</a>; rel="prev""#,
+            "<>",
+            ">< rel=next",
+        ] {
+            assert_eq!(next_link(none), None, "{none}");
+        }
+        assert_eq!(next_link(r#"<>; rel="next""#).as_deref(), Some(""));
+        // Hostile: huge, many entries, multi-byte text; never a panic.
+        let many = "<é>; rel=\"prev\", ".repeat(10_000);
+        assert_eq!(next_link(&many), None);
+        assert_eq!(next_link(&format!("{many}<z>; rel=next")).as_deref(), Some("z"));
     }
 
     #[test]

@@ -151,6 +151,9 @@ pub struct VerifyDoc {
     pub schema_version: u32,
     /// The database it was judged with.
     pub db_date: Option<PartialDate>,
+    /// With `--propose DIR`: the record proposed from what was read, fact by fact.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proposal: Option<crate::verify::propose::Proposal>,
 }
 
 /// `gpuenv show KIND NAME --json`: the record's fields at the top level, after the

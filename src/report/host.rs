@@ -284,10 +284,14 @@ fn system_lines(out: &mut dyn Write, h: &HostReport) -> io::Result<()> {
     });
     writeln!(
         out,
-        "system:     {}, glibc {}, kernel {}",
+        "system:     {}, glibc {}, kernel {}{}",
         os.as_deref().unwrap_or("unknown OS"),
         h.glibc.as_ref().map_or("?".to_string(), |g| g.value.to_string()),
-        h.kernel.as_deref().unwrap_or("?")
+        h.kernel.as_deref().unwrap_or("?"),
+        // Printed only where probed, so recorded hosts without the probe read as before.
+        h.arch
+            .as_ref()
+            .map_or(String::new(), |a| format!(", {}", a.value))
     )?;
     if let Some(c) = &h.cpu {
         writeln!(

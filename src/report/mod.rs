@@ -62,7 +62,7 @@ pub use plan::plan;
 pub use query::{QueryOpts, query};
 // For `fleet`, which keeps each node's stack in the words `check` prints.
 pub(crate) use query::{best_summary, describe as describe_query};
-pub use verify::{show_judged, verify};
+pub use verify::{show_judged, verify, verify_proposing};
 
 /// Version of every JSON document gpuenv prints. Bumped on any incompatible change.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -568,6 +568,42 @@ pub fn refresh(out: &mut dyn Write, s: &Summary, json_out: bool) -> io::Result<(
         s.framework_releases
     )?;
     writeln!(out, "PyTorch wheel index: {}", s.pytorch_index)?;
+    writeln!(out, "NGC registry: {}", s.ngc_registry)?;
+    if s.ngc_registry == "read" {
+        writeln!(
+            out,
+            "  NGC PyTorch releases listed: {} (YY.MM-py3 tags); other tags ignored: {} (-igpu and other variants)",
+            s.ngc_releases, s.ngc_tags_ignored
+        )?;
+        if s.ngc_older_unrecorded > 0 {
+            writeln!(
+                out,
+                "  NGC releases older than compat-db's oldest without a record: {} (not proposed)",
+                s.ngc_older_unrecorded
+            )?;
+        }
+    }
+    writeln!(out, "NVIDIA driver index: {}", s.driver_index)?;
+    if s.driver_index == "read" {
+        writeln!(
+            out,
+            "  driver releases listed: {} in {} branches{}; other entries ignored: {}",
+            s.driver_releases,
+            s.driver_branches,
+            s.driver_latest
+                .as_deref()
+                .map(|l| format!(" (latest.txt: {l})"))
+                .unwrap_or_default(),
+            s.driver_entries_ignored
+        )?;
+        if s.driver_older_unrecorded > 0 {
+            writeln!(
+                out,
+                "  driver branches older than compat-db's oldest without a record: {} (not proposed)",
+                s.driver_older_unrecorded
+            )?;
+        }
+    }
     if !s.without_metadata.is_empty() {
         writeln!(
             out,
@@ -580,7 +616,7 @@ pub fn refresh(out: &mut dyn Write, s: &Summary, json_out: bool) -> io::Result<(
     let of_kind = |kind: &str| new.iter().filter(|p| p.kind == kind).count();
     writeln!(
         out,
-        "new records proposed: {} (torch {}, CUDA {}, cuDNN {}{})",
+        "new records proposed: {} (torch {}, CUDA {}, cuDNN {}{}{}{})",
         new.len(),
         of_kind("torch"),
         of_kind("cuda"),
@@ -588,6 +624,14 @@ pub fn refresh(out: &mut dyn Write, s: &Summary, json_out: bool) -> io::Result<(
         match of_kind("framework") {
             0 => String::new(),
             n => format!(", packages that pin torch {n}"),
+        },
+        match of_kind("image") {
+            0 => String::new(),
+            n => format!(", NGC releases {n}"),
+        },
+        match of_kind("driver") {
+            0 => String::new(),
+            n => format!(", driver branches {n}"),
         }
     )?;
     for p in &new {

@@ -9,11 +9,26 @@ use crate::image::detect::ImageFacts;
 use crate::model::PartialDate;
 use crate::resolve::Severity;
 use crate::verify::Verification;
+use crate::verify::propose::{Outcome, Proposal};
 
 /// Prints a verification; `db_date` is the date of the database it was judged with.
 pub fn verify(
     out: &mut dyn Write,
     v: &Verification,
+    db_date: Option<PartialDate>,
+    json_out: bool,
+    styles: Styles,
+) -> io::Result<()> {
+    verify_proposing(out, v, None, db_date, json_out, styles)
+}
+
+/// [`verify`], with the record proposed from the same read (`verify --propose`): after the
+/// verdict, each fact as confirmed, corrected, added, partial or unread, and where the
+/// proposal was written.
+pub fn verify_proposing(
+    out: &mut dyn Write,
+    v: &Verification,
+    proposal: Option<&Proposal>,
     db_date: Option<PartialDate>,
     json_out: bool,
     styles: Styles,
@@ -25,13 +40,72 @@ pub fn verify(
                 verification: v.clone(),
                 schema_version: SCHEMA_VERSION,
                 db_date,
+                proposal: proposal.cloned(),
             },
         );
     }
     origin_lines(out, v)?;
     software_lines(out, &v.facts)?;
     library_lines(out, &v.facts)?;
-    verdict(out, v, styles)
+    verdict(out, v, styles)?;
+    match proposal {
+        Some(p) => proposal_lines(out, p),
+        None => Ok(()),
+    }
+}
+
+/// The proposal: a line per fact, then what was written.
+fn proposal_lines(out: &mut dyn Write, p: &Proposal) -> io::Result<()> {
+    writeln!(out)?;
+    writeln!(
+        out,
+        "proposal for compat-db/{}{}:",
+        p.file,
+        if p.new { " (a new record)" } else { "" }
+    )?;
+    for c in &p.facts {
+        let values = match c.outcome {
+            Outcome::Corrected => format!(
+                "compat-db {}, image {}",
+                c.record.as_deref().unwrap_or("-"),
+                c.read.as_deref().unwrap_or("-")
+            ),
+            Outcome::Unread => c.record.clone().unwrap_or_default(),
+            _ => c.read.clone().unwrap_or_default(),
+        };
+        let from = if c.read_from.is_empty() {
+            String::new()
+        } else {
+            format!("  [{}]", c.read_from.join(", "))
+        };
+        let held = if !c.applied && matches!(c.outcome, Outcome::Corrected | Outcome::Added) {
+            " (not applied)"
+        } else {
+            ""
+        };
+        let left = if c.unverified { ", stays unverified" } else { "" };
+        writeln!(
+            out,
+            "  {:<9}  {}: {values}{held}{left}{from}",
+            c.outcome.word(),
+            c.key
+        )?;
+        if let Some(why) = &c.why {
+            writeln!(out, "             {why}")?;
+        }
+    }
+    writeln!(out, "  source:    {}", p.source.url)?;
+    match &p.written {
+        Some(path) => writeln!(
+            out,
+            "written:    {path} (review it, then copy it to compat-db/{})",
+            p.file
+        ),
+        None => writeln!(
+            out,
+            "written:    nothing: compat-db already says what the image shows"
+        ),
+    }
 }
 
 /// The image read, and how it was read.

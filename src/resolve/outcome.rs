@@ -17,7 +17,8 @@ use crate::db::{
     BranchType, CudaRelease, DriverBranch, Gpu, PythonRelease, Segment, TorchRelease, TorchVariant,
 };
 use crate::model::{
-    ComputeCapability, CudaVersion, CudnnVersion, DriverVersion, GlibcVersion, HostArch, PartialDate,
+    ComputeCapability, CudaVersion, CudnnVersion, DriverVersion, GlibcVersion, HostArch, Manylinux,
+    PartialDate,
 };
 
 pub(super) trait FindingExt {
@@ -101,6 +102,8 @@ pub(crate) enum Outcome<'x> {
         host: &'x GlibcVersion,
         origin: &'x Origin,
         floor: GlibcVersion,
+        /// The platform tag of the wheels judged (the host architecture's).
+        manylinux: &'x Manylinux,
     },
     /// A CPU-only build asked of a machine with GPUs.
     CpuBuild,
@@ -281,7 +284,12 @@ impl Outcome<'_> {
         let (code, severity) = self.rule()?;
         let h = Head { code, severity };
         Some(match self {
-            Outcome::GlibcTooOld { host, origin, floor } => glibc(h, r, host, origin, floor),
+            Outcome::GlibcTooOld {
+                host,
+                origin,
+                floor,
+                manylinux,
+            } => glibc(h, r, host, origin, floor, manylinux),
             Outcome::CpuBuild => h.says(format!(
                 "torch {} is a CPU-only build: it installs and runs, but never on the GPU",
                 r.name
@@ -459,9 +467,15 @@ impl Outcome<'_> {
     }
 }
 
-fn glibc(h: Head, r: &Render<'_>, host: &GlibcVersion, origin: &str, floor: &GlibcVersion) -> Finding {
+fn glibc(
+    h: Head,
+    r: &Render<'_>,
+    host: &GlibcVersion,
+    origin: &str,
+    floor: &GlibcVersion,
+    manylinux: &Manylinux,
+) -> Finding {
     let rel = r.rel;
-    let manylinux = &rel.manylinux;
     let message = if manylinux.glibc() > *host {
         format!(
             "torch {} wheels are {} and need glibc >= {}; the host ({origin}) has {host}",
@@ -480,8 +494,12 @@ fn glibc(h: Head, r: &Render<'_>, host: &GlibcVersion, origin: &str, floor: &Gli
         .fact("glibc", host)
         .fact("needs_glibc", floor)
         .fact("manylinux", manylinux)
-        .source(glibc_source(rel).or(first_source(&rel.sources)));
-    if let (Some(_), Some(from)) = (&rel.glibc, rel.glibc_from) {
+        .source(if *manylinux == rel.manylinux {
+            glibc_source(rel).or(first_source(&rel.sources))
+        } else {
+            first_source(&rel.sources)
+        });
+    if let (Some(_), Some(from), true) = (&rel.glibc, rel.glibc_from, manylinux.glibc() < *floor) {
         found = found.fact("needs_glibc_from", from.as_str());
     }
     found

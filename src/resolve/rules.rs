@@ -213,11 +213,21 @@ pub(crate) fn build_rules<'x>(
 /// glibc: the manylinux tag is a floor, and pip refuses wheels above the host's glibc;
 /// where the wheels' libraries need more than their tag says (`manylinux1` wheels that
 /// need GLIBC_2.17), pip installs them and `import torch` fails.
+/// The wheels are those of the host's architecture: on aarch64, PyPI's aarch64 tag (where
+/// none is recorded, the rule has nothing to judge; the wheels' own findings say so).
 fn glibc_rule<'x>(q: &'x Query, rel: &'x TorchRelease, emit: &mut impl FnMut(Outcome<'x>)) {
     if let Some((host, origin)) = &q.glibc {
-        let floor = rel.glibc_floor();
+        let arch = q.host_arch().map_or(HostArch::X86_64, |(a, _)| a);
+        let (Some(floor), Some(manylinux)) = (rel.glibc_floor_on(arch), rel.manylinux_on(arch)) else {
+            return;
+        };
         if &floor > host {
-            emit(Outcome::GlibcTooOld { host, origin, floor });
+            emit(Outcome::GlibcTooOld {
+                host,
+                origin,
+                floor,
+                manylinux,
+            });
         }
     }
 }
@@ -427,7 +437,10 @@ fn needs_of(
     let mut needs = Needs {
         sass: v.sass.iter().map(|c| c.sm()).collect(),
         ptx: v.ptx.iter().map(|c| c.compute()).collect(),
-        glibc: rel.glibc_floor().to_string(),
+        glibc: rel
+            .glibc_floor_on(q.host_arch().map_or(HostArch::X86_64, |(a, _)| a))
+            .map(|g| g.to_string())
+            .unwrap_or_default(),
         ..Needs::default()
     };
     let Some(line) = line else { return needs };

@@ -174,7 +174,10 @@ pub(crate) fn suggest(ix: &Index<'_>, q: &Query, verdict: Status) -> Vec<Suggest
                 .builds()
                 .iter()
                 .find(|b| b.rel.version == v.torch && b.v.tag == v.variant)
-                .map(|b| b.rel.glibc_floor());
+                .and_then(|b| {
+                    b.rel
+                        .glibc_floor_on(q.host_arch().map_or(crate::model::HostArch::X86_64, |(a, _)| a))
+                });
             let examples = glibc
                 .as_ref()
                 .map(|g| {

@@ -939,3 +939,49 @@ fn an_aarch64_host_needs_an_aarch64_cuda_wheel() {
     let fast = verdicts(&Index::new(&db), &pinned("==2.4.1"));
     assert!(fast.iter().all(|v| v.status == Status::Incompatible));
 }
+
+/// On aarch64 the glibc floor is that of PyPI's aarch64 wheels (`manylinux_2_28_aarch64`
+/// while the x86_64 wheels were `manylinux1` or `manylinux_2_17`): a host that installs the
+/// x86_64 wheels may refuse the aarch64 ones. The x86_64 wheel's `glibc` symbols say
+/// nothing of the other.
+#[test]
+fn an_aarch64_host_is_held_to_the_aarch64_wheels_glibc() {
+    let mut db = base_db();
+    let mut v = variant("cu128", &["9.0"], &[]);
+    v.platforms = vec![HostArch::X86_64, HostArch::Aarch64];
+    let mut rel = torch("2.8.0", &["cp311"], vec![v]);
+    rel.manylinux = "manylinux_2_17_x86_64".parse().unwrap();
+    rel.manylinux_aarch64 = Some("manylinux_2_28_aarch64".parse().unwrap());
+    rel.pypi_platforms = vec![HostArch::X86_64, HostArch::Aarch64];
+    db.torch = vec![rel];
+    let q = |arch: HostArch| Query {
+        glibc: Some(("2.27".parse().unwrap(), "--os ubuntu18.04".into())),
+        arch: Some((arch, "--arch".into())),
+        ..Query::default()
+    };
+    let a = resolve(&db, &q(HostArch::Aarch64));
+    assert_eq!(a.verdict, Status::Incompatible);
+    let f = a.stacks[0]
+        .findings
+        .iter()
+        .find(|f| f.code == Code::GlibcTooOld)
+        .expect("the aarch64 tag decides");
+    assert_eq!(f.facts["needs_glibc"], "2.28");
+    assert_eq!(f.facts["manylinux"], "manylinux_2_28_aarch64");
+    assert!(f.message.contains("manylinux_2_28_aarch64"), "{}", f.message);
+    assert_eq!(a.stacks[0].needs.glibc, "2.28");
+    // The fast path agrees.
+    assert!(
+        verdicts(&Index::new(&db), &q(HostArch::Aarch64))
+            .iter()
+            .all(|v| v.status == Status::Incompatible)
+    );
+    // The same glibc on x86_64 installs the manylinux_2_17 wheels.
+    let a = resolve(&db, &q(HostArch::X86_64));
+    assert!(!codes_of(&a).contains(&Code::GlibcTooOld), "{:?}", codes_of(&a));
+    assert_eq!(a.stacks[0].needs.glibc, "2.17");
+    // No aarch64 tag recorded: no glibc judged from the x86_64 one.
+    db.torch[0].manylinux_aarch64 = None;
+    let a = resolve(&db, &q(HostArch::Aarch64));
+    assert!(!codes_of(&a).contains(&Code::GlibcTooOld), "{:?}", codes_of(&a));
+}

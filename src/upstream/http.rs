@@ -56,6 +56,12 @@ impl Client {
         })
     }
 
+    /// The deadline of the whole refresh, for the clients it reads through besides this one
+    /// (the registry's, for NGC tags), so that one `--timeout` bounds them all.
+    pub fn deadline(&self) -> &Deadline {
+        &self.deadline
+    }
+
     /// GETs `url`, with an `Accept` header when given.
     pub fn get(&self, url: &Url, accept: Option<&str>) -> Result<Fetched, UpstreamError> {
         let net = |reason: String| UpstreamError::Network {

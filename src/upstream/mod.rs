@@ -3,17 +3,26 @@
 //! Owns: the HTTP client of the refresh (reqwest, through [`crate::net`]), the readers of PyPI's JSON simple API and wheel
 //! metadata (PEP 658), the PyTorch wheel index, and turning what they say into proposed
 //! records: torch releases (`refresh`), CUDA toolkits and cuDNN releases (`toolkits`,
-//! whose unknowable facts are proposed as `pending`, never guessed). Must not: write into `compat-db/` (proposals go to a directory a curator
+//! whose unknowable facts are proposed as `pending`, never guessed), the releases of packages
+//! that pin torch (`frameworks`), NGC PyTorch releases from the tags of `nvidia/pytorch` on
+//! its registry (`ngc`, read through [`crate::registry`]), and driver releases from NVIDIA's
+//! download index (`drivers`). Must not: write into `compat-db/` (proposals go to a directory a curator
 //! reviews), decide compatibility, or print (the summary is data for `report`).
 
+mod drivers;
 mod frameworks;
 pub(crate) mod http;
+mod ngc;
 pub mod pypi;
 mod refresh;
 mod toolkits;
 
+pub use drivers::{
+    BranchSeen, DriverListing, MAX_INDEX_ENTRIES, driver_proposals, folder_version, parse_index, parse_latest,
+};
 pub use frameworks::{FRAMEWORK_PROJECTS, MAX_RELEASES, TorchRequirement, torch_requirement};
 pub use http::{Client, Fetched};
+pub use ngc::{NGC_PENDING, NGC_REPOSITORY, NgcRelease, NgcTags, ngc_candidates, ngc_release, sort_tags};
 pub use refresh::{
     Change, Proposal, RefreshOptions, RefreshStep, Summary, compare_torch, refresh, refresh_told,
     torch_facts, torch_facts_told,

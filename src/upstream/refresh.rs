@@ -1,6 +1,8 @@
 //! `gpuenv db refresh`: what PyPI (and the PyTorch index, where reachable) says about torch
 //! releases, compared with the curated records, as proposals for review; with the new CUDA
-//! toolkits and cuDNN releases that [`super::toolkits`] proposes beside them.
+//! toolkits and cuDNN releases that [`super::toolkits`] proposes beside them, the framework
+//! records of [`super::frameworks`], the NGC releases of [`super::ngc`] and the driver
+//! releases of [`super::drivers`].
 //!
 //! Curated facts are never overwritten: proposals are written to a directory of their own,
 //! all at once (a temporary directory of a random name renamed into place, which refuses a
@@ -33,6 +35,16 @@ pub struct RefreshOptions {
     pub frameworks: Vec<String>,
     /// Their releases first uploaded on or after this day are read.
     pub frameworks_since: PartialDate,
+    /// The registry whose `nvidia/pytorch` tags are NGC's releases (`nvcr.io`), if it is to
+    /// be read: `HOST` or `HOST:PORT`, over HTTPS except on loopback (see
+    /// [`crate::registry::plain_http`]).
+    pub ngc_registry: Option<String>,
+    /// Registries besides loopback that may be read over plain HTTP (`HOST[:PORT]`, as
+    /// `GPUENV_INSECURE_REGISTRIES` lists them for every registry read of gpuenv's).
+    pub insecure_registries: Vec<String>,
+    /// NVIDIA's driver index (`https://download.nvidia.com/XFree86/Linux-x86_64/`), if it is
+    /// to be read.
+    pub driver_index: Option<Url>,
 }
 
 impl Default for RefreshOptions {
@@ -48,6 +60,11 @@ impl Default for RefreshOptions {
                 .collect(),
             // Two years before this code was written, and vLLM 0.3 (early 2024) with it.
             frameworks_since: "2024-01-01".parse().expect("valid date"),
+            ngc_registry: Some("nvcr.io".to_string()),
+            insecure_registries: Vec::new(),
+            driver_index: Some(
+                Url::parse("https://download.nvidia.com/XFree86/Linux-x86_64/").expect("valid URL"),
+            ),
         }
     }
 }
@@ -98,14 +115,18 @@ pub struct Change {
 /// A proposed record.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Proposal {
-    /// `torch/2.15.0.toml`, `cuda/13.6.0.toml`, `cudnn/9.30.0.12.toml`.
+    /// `torch/2.15.0.toml`, `cuda/13.6.0.toml`, `cudnn/9.30.0.12.toml`,
+    /// `image/ngc-26.10.toml`, `driver/r625.toml`.
     pub file: String,
-    /// The kind of record: `torch`, `cuda` or `cudnn`.
+    /// The kind of record: `torch`, `cuda`, `cudnn`, `framework`, `image` (an NGC release)
+    /// or `driver` (a driver branch).
     #[serde(deserialize_with = "proposal_kind")]
     pub kind: crate::model::known::Word,
     /// A release the database lacks.
     pub new: bool,
-    /// Keys the record lists as `pending`: facts upstream does not state, left for a curator.
+    /// Facts upstream does not state, left for a curator: the keys a `cuda` or `cudnn`
+    /// record lists as `pending`; for an NGC release, the keys its draft leaves out (the
+    /// image kind has no `pending`, and the draft lints once `torch` and `cuda` are in).
     pub pending: Vec<String>,
     /// For a known release: what differs.
     pub changes: Vec<Change>,
@@ -115,7 +136,7 @@ pub struct Proposal {
 }
 
 /// The kinds of record a refresh proposes.
-const PROPOSAL_KINDS: [&str; 4] = ["torch", "cuda", "cudnn", "framework"];
+const PROPOSAL_KINDS: [&str; 6] = ["torch", "cuda", "cudnn", "framework", "image", "driver"];
 
 fn proposal_kind<'de, D: serde::Deserializer<'de>>(d: D) -> Result<&'static str, D::Error> {
     crate::model::known::one_of(d, "proposal kind", PROPOSAL_KINDS)
@@ -142,9 +163,46 @@ pub struct Summary {
     pub proposals: Vec<Proposal>,
     /// Whether the PyTorch index answered, and if not why.
     pub pytorch_index: String,
+    /// Whether the NGC registry's tag list was read (`read`, `not asked`, or why not).
+    #[serde(default = "not_asked")]
+    pub ngc_registry: String,
+    /// NGC PyTorch releases the registry lists (`YY.MM-py3` tags).
+    #[serde(default)]
+    pub ngc_releases: usize,
+    /// Its other tags (`-igpu`, `-py3-igpu`, old `-py2`...), not releases: ignored.
+    #[serde(default)]
+    pub ngc_tags_ignored: usize,
+    /// NGC releases older than compat-db's oldest NGC record without one: not proposed.
+    #[serde(default)]
+    pub ngc_older_unrecorded: usize,
+    /// Whether NVIDIA's driver index was read (`read`, `not asked`, or why not).
+    #[serde(default = "not_asked")]
+    pub driver_index: String,
+    /// Driver releases the index lists (its version folders).
+    #[serde(default)]
+    pub driver_releases: usize,
+    /// The branches they belong to.
+    #[serde(default)]
+    pub driver_branches: usize,
+    /// Links of the index that are not a release folder: ignored.
+    #[serde(default)]
+    pub driver_entries_ignored: usize,
+    /// The release the index's `latest.txt` names, when it was served.
+    #[serde(default)]
+    pub driver_latest: Option<String>,
+    /// Driver branches older than compat-db's oldest branch record without one: not proposed.
+    #[serde(default)]
+    pub driver_older_unrecorded: usize,
     /// Where the proposals were written.
     pub out: Option<String>,
 }
+
+fn not_asked() -> String {
+    NOT_ASKED.to_string()
+}
+
+/// The status of an optional source the options skip.
+const NOT_ASKED: &str = "not asked";
 
 /// What a refresh tells while it reads upstream, for a progress display: each stage as it
 /// begins, then each of its files as it is read.
@@ -324,7 +382,7 @@ pub fn torch_facts_told(
     let vision = companions(client, opts, "torchvision", "0.13.0", progress)?;
     let audio = companions(client, opts, "torchaudio", "0.12.0", progress)?;
     let (index, index_status) = match &opts.pytorch_index {
-        None => (None, "not asked".to_string()),
+        None => (None, NOT_ASKED.to_string()),
         Some(url) => match index_told(client, url, progress) {
             Ok(map) => (Some(map), "read".to_string()),
             // The PyTorch index is optional: PyPI alone answers the default build.
@@ -777,6 +835,32 @@ pub fn refresh_told(
     proposals.extend(toolkits.proposals);
     let (framework_proposals, framework_releases) = super::frameworks::scan(client, db, opts, progress)?;
     proposals.extend(framework_proposals);
+    // NGC's registry and NVIDIA's driver index are optional, as the PyTorch index is: PyPI
+    // answers the rest, so a source that fails is reported in the summary, not fatal.
+    let (ngc, ngc_status) = match &opts.ngc_registry {
+        None => (super::ngc::NgcScan::default(), NOT_ASKED.to_string()),
+        Some(host) => {
+            match super::ngc::scan(host, &opts.insecure_registries, client.deadline(), db, progress) {
+                Ok(scan) => (scan, "read".to_string()),
+                Err(e) => (
+                    super::ngc::NgcScan::default(),
+                    format!("not read ({e}); no NGC release proposed"),
+                ),
+            }
+        }
+    };
+    proposals.extend(ngc.proposals);
+    let (drivers, driver_status) = match &opts.driver_index {
+        None => (super::drivers::DriverScan::default(), NOT_ASKED.to_string()),
+        Some(url) => match super::drivers::scan(client, url, db, progress) {
+            Ok(scan) => (scan, "read".to_string()),
+            Err(e) => (
+                super::drivers::DriverScan::default(),
+                format!("not read ({e}); no driver release proposed"),
+            ),
+        },
+    };
+    proposals.extend(drivers.proposals);
     proposals.sort_by(|a, b| b.new.cmp(&a.new).then(a.file.cmp(&b.file)));
     let written = match out {
         Some(dir) if !proposals.is_empty() => {
@@ -794,6 +878,16 @@ pub fn refresh_told(
         without_metadata,
         proposals,
         pytorch_index: index_status,
+        ngc_registry: ngc_status,
+        ngc_releases: ngc.releases,
+        ngc_tags_ignored: ngc.ignored,
+        ngc_older_unrecorded: ngc.older_unrecorded,
+        driver_index: driver_status,
+        driver_releases: drivers.releases,
+        driver_branches: drivers.branches,
+        driver_entries_ignored: drivers.ignored,
+        driver_latest: drivers.latest,
+        driver_older_unrecorded: drivers.older_unrecorded,
         out: written,
     })
 }

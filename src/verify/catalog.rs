@@ -144,6 +144,7 @@ pub fn judge(db: &Db, rec: &Image, written: &str, target: &Target) -> Verificati
             transport: "catalog",
             reference,
             digest: None,
+            index_digest: None,
             names: vec![written.trim().to_string()],
             read: "catalog",
             paths_asked: None,

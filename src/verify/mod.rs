@@ -20,6 +20,7 @@
 pub mod catalog;
 mod judge;
 pub mod paths;
+pub mod propose;
 mod read;
 
 use serde::{Deserialize, Serialize};
@@ -99,6 +100,10 @@ pub struct Origin {
     /// The manifest digest, when the source names one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub digest: Option<String>,
+    /// The digest of the index (or manifest list) the manifest was chosen from for the
+    /// platform, when the registry's reference named one; `digest` is the manifest read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index_digest: Option<String>,
     /// Names the image carries (repo tags).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub names: Vec<String>,
@@ -192,7 +197,10 @@ impl Target {
                 let brand = host
                     .gpus
                     .iter()
-                    .find(|g| db.gpu(&g.name).is_ok_and(|r| r.id == a.gpu.id))
+                    .find(|g| {
+                        db.gpu_reported(&g.name, g.memory_total_mib)
+                            .is_ok_and(|r| r.id == a.gpu.id)
+                    })
                     .and_then(|g| g.brand.clone());
                 (a, brand)
             })

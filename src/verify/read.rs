@@ -52,6 +52,7 @@ pub fn read(
         })?;
         Ok(archive::read_archive_file(&file, opts)?)
     };
+    let mut index_digest = None;
     let (image, transport) = match reference {
         ImageRef::DockerArchive { path, image } => {
             opts.name = image.clone();
@@ -91,12 +92,17 @@ pub fn read(
             }
             (image, "daemon")
         }
-        ImageRef::Registry(r) => (read_registry(r, deadline, insecure, &opts)?, "registry"),
+        ImageRef::Registry(r) => {
+            let (image, index) = read_registry(r, deadline, insecure, &opts)?;
+            index_digest = index;
+            (image, "registry")
+        }
     };
     let origin = Origin {
         transport,
         reference: given.to_string(),
         digest: image.manifest_digest.as_ref().map(|d| d.as_str().to_string()),
+        index_digest,
         names: image.names.clone(),
         read: if paths_asked.is_some() { "paths" } else { "layers" },
         paths_asked,
@@ -105,14 +111,15 @@ pub fn read(
     Ok((image, origin))
 }
 
-/// An image from a registry (`docker://`). Every error that reaches the user has the
+/// An image from a registry (`docker://`), with the digest of the index its manifest was
+/// chosen from when the reference named one. Every error that reaches the user has the
 /// credentials scrubbed from it (and every base64 form of them), whatever a server echoed.
 fn read_registry(
     r: &crate::image::reference::RegistryRef,
     deadline: &Deadline,
     insecure: &[String],
     opts: &ReadOptions,
-) -> Result<archive::Image, VerifyError> {
+) -> Result<(archive::Image, Option<String>), VerifyError> {
     let helper_time = crate::credentials::HELPER_TIMEOUT.min(deadline.remaining());
     let creds = crate::credentials::lookup_within(&r.registry, &|k| std::env::var(k).ok(), helper_time)
         .map_err(|e| {
@@ -129,13 +136,13 @@ fn read_registry(
             other => VerifyError::Environment(c.redact(&other.to_string())),
         },
     };
-    let read = || -> Result<archive::Image, VerifyError> {
+    let read = || -> Result<(archive::Image, Option<String>), VerifyError> {
         let reg = Registry::new(&r.registry, creds.clone(), deadline.clone(), insecure)?;
         let reference = match &r.reference {
             crate::image::reference::TagOrDigest::Tag(t) => t.clone(),
             crate::image::reference::TagOrDigest::Digest(d) => d.as_str().to_string(),
         };
-        let (top, digest) = reg.manifest_document(&r.repository, &reference, ("linux", "amd64"))?;
+        let (top, digest, index) = reg.platform_manifest(&r.repository, &reference, ("linux", "amd64"))?;
         let source = RegistryBlobs {
             reg: &reg,
             repo: &r.repository,
@@ -146,7 +153,7 @@ fn read_registry(
             Some(tag) => format!("{}:{tag}", r.familiar_name()),
             None => r.familiar_name(),
         });
-        Ok(image)
+        Ok((image, index))
     };
     read().map_err(scrub)
 }

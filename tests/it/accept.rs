@@ -515,3 +515,51 @@ fn bad_layout_values_exit_2_naming_the_key() {
         run.stderr
     );
 }
+
+/// nvidia-smi names the 8 GB and the 16 GB RTX 4060 Ti alike: the memory it reports decides
+/// which was delivered. The hosts are the recorded 4090 host with its name and memory total
+/// changed to each board's (16380 and 8188 MiB, as nvidia-smi reports them).
+#[test]
+fn a_16gb_order_is_judged_by_the_memory_delivered() {
+    let recorded = std::fs::read_to_string(fixture("hosts/1x-4090-gen3-slot/host.json")).unwrap();
+    assert_eq!(
+        recorded.matches("24564 MiB").count(),
+        1,
+        "the recorded total moved"
+    );
+    let delivered = |mib: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        let text = recorded
+            .replace("RTX 4090", "RTX 4060 Ti")
+            .replace("24564 MiB", &format!("{mib} MiB"));
+        std::fs::write(dir.path().join("host.json"), text).unwrap();
+        dir
+    };
+    let judge = |dir: &tempfile::TempDir, want: &str| {
+        let h = dir.path().join("host.json");
+        let a = [
+            "check",
+            "--host-facts",
+            h.to_str().unwrap(),
+            "--allow-health",
+            "unknown",
+            "--expect-gpu",
+            want,
+            "--json",
+        ];
+        let run = gpuenv_env(&root(), &a, &[]);
+        let doc = json(&run);
+        (item(&doc, "gpu")["verdict"].as_str().unwrap().to_string(), doc)
+    };
+    let sixteen = delivered("16380");
+    let eight = delivered("8188");
+    let (v, doc) = judge(&sixteen, "RTX 4060 Ti 16GB");
+    assert_eq!(v, "pass", "{doc:#}");
+    // The 8 GB board is not what was ordered, though nvidia-smi names it the same.
+    let (v, doc) = judge(&eight, "RTX 4060 Ti 16GB");
+    assert_eq!(v, "fail", "{doc:#}");
+    let (v, doc) = judge(&eight, "RTX 4060 Ti 8GB");
+    assert_eq!(v, "pass", "{doc:#}");
+    let (v, doc) = judge(&sixteen, "RTX 4060 Ti 8GB");
+    assert_eq!(v, "fail", "{doc:#}");
+}

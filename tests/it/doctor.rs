@@ -1087,3 +1087,45 @@ fn a_virtio_data_disk_that_says_it_rotates_is_unknown_not_an_hdd() {
     assert!(found.contains("virtio disk"), "{found}");
     assert!(!found.to_lowercase().contains("hdd"), "{found}");
 }
+
+/// The host's architecture (`uname -m`) decides which torch wheels it can install: an A100
+/// behind an Arm server CPU (Ampere Altra) gets PyPI's CPU-only torch 2.4.1, so `check`
+/// refuses it there and not on the same host as x86_64. A recorded host without the probe
+/// is judged as before (x86_64 assumed, said by the resolver).
+#[test]
+fn the_host_architecture_decides_the_wheels() {
+    let uname = |arch: &'static str| {
+        crate::support::derived_host("single-a100", move |record| {
+            record["commands"]["uname -m"] = serde_json::json!({
+                "outcome": "exited", "status": 0, "stderr": "", "stdout": format!("{arch}\n")
+            });
+        })
+    };
+    let run = |dir: &tempfile::TempDir| {
+        let h = dir.path().join("host.json");
+        check_run(&["--host-facts", h.to_str().unwrap(), "--torch", "2.4.1"])
+    };
+    let arm = uname("aarch64");
+    let (_, doctor) = doctor_at(arm.path().join("host.json").to_str().unwrap(), &[]);
+    assert_eq!(
+        doctor["host"]["arch"]["value"], "aarch64",
+        "{:#}",
+        doctor["host"]["arch"]
+    );
+    assert_eq!(doctor["host"]["arch"]["source"], "uname -m");
+    let (code, doc, text) = run(&arm);
+    assert_eq!(doc["verdict"], "incompatible", "{text}");
+    assert_eq!(code, 1, "{text}");
+    assert_eq!(doc["arch"]["name"], "aarch64", "{:#}", doc["arch"]);
+    assert_eq!(doc["arch"]["from"], "host (uname -m)", "{:#}", doc["arch"]);
+    assert!(
+        text.contains("FAIL no-cuda-wheel-for-arch: torch 2.4.1+cu121 has no CUDA wheel for aarch64"),
+        "{text}"
+    );
+    let (code, doc, text) = run(&uname("x86_64"));
+    assert_eq!(code, 0, "{text}");
+    assert_eq!(doc["arch"]["name"], "x86_64", "{:#}", doc["arch"]);
+    assert!(!text.contains("no-cuda-wheel-for-arch"), "{text}");
+    let (_, doctor) = doctor_json("single-a100", &[]);
+    assert!(doctor["host"].get("arch").is_none(), "{:#}", doctor["host"]);
+}

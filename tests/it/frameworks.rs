@@ -177,6 +177,8 @@ fn refresh_proposes_a_framework_record_from_recorded_pypi() {
         "--pypi",
         &server.url,
         "--no-pytorch-index",
+        "--no-ngc",
+        "--no-driver-index",
         "--out",
         out.to_str().unwrap(),
     ]);

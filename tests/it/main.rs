@@ -38,4 +38,5 @@ mod stats;
 mod support;
 mod terminal;
 mod verify;
+mod verify_propose;
 mod verify_trust;

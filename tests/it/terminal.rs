@@ -513,6 +513,8 @@ fn refresh_args<'a>(url: &'a str, out: &'a Path, json: bool) -> Vec<&'a str> {
         "--pypi",
         url,
         "--no-pytorch-index",
+        "--no-ngc",
+        "--no-driver-index",
         "--out",
         out.to_str().unwrap(),
     ];
