@@ -663,6 +663,35 @@ pub struct Image {
     pub sources: Vec<Source>,
 }
 
+impl Image {
+    /// A record of an image known only by where it is: every fact left out, for a caller
+    /// that fills in the ones it read (a draft from a registry listing or from the image).
+    pub fn named(id: String, family: ImageFamily, repository: &str, tag: String) -> Image {
+        Image {
+            id,
+            family,
+            repository: repository.into(),
+            tag: Some(tag),
+            released: None,
+            flavors: Vec::new(),
+            os: Vec::new(),
+            cuda: None,
+            cudnn: None,
+            cudnn_tag: None,
+            nccl: None,
+            torch: None,
+            python: None,
+            min_driver: None,
+            require_cuda: None,
+            forward_compat: Vec::new(),
+            checked: None,
+            unverified: Vec::new(),
+            notes: None,
+            sources: Vec::new(),
+        }
+    }
+}
+
 /// When installing a package compiles CUDA code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

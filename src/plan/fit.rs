@@ -203,6 +203,10 @@ pub struct Fit {
     /// Inference: prompt tokens processed per second, from compute.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefill_tokens_per_s: Option<f64>,
+    /// The figures `hours`, `decode_tokens_per_s` or `prefill_tokens_per_s` rest on that
+    /// compat-db marks unverified (`bf16_tflops 147.09`); empty when they are NVIDIA's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unverified_figures: Vec<String>,
     /// The best stack the resolver finds for it, filled by the caller.
     #[serde(default)]
     pub stack: Option<FitStack>,
@@ -421,6 +425,11 @@ pub fn fit_gpu(
         hours,
         decode_tokens_per_s: decode,
         prefill_tokens_per_s: prefill,
+        unverified_figures: if hours.is_some() || decode.is_some() || prefill.is_some() {
+            unverified_speed_figures(gpu, s)
+        } else {
+            Vec::new()
+        },
         stack: None,
     }
 }
@@ -432,15 +441,36 @@ pub fn fit_gpu(
 /// (torch.autocast with float16); `bf16` itself only on BF16 figures. FP16 and BF16 run at
 /// one rate wherever a GPU has both, so FP16 falls back on BF16 where the record lacks it.
 pub fn tflops(gpu: &Gpu, p: Precision) -> Option<f64> {
-    let sixteen = gpu.bf16_tflops.or(gpu.fp16_tflops);
+    tflops_figure(gpu, p).map(|(_, t)| t)
+}
+
+/// [`tflops`] with the record's field it comes from.
+fn tflops_figure(gpu: &Gpu, p: Precision) -> Option<(&'static str, f64)> {
+    let bf16 = gpu.bf16_tflops.map(|t| ("bf16_tflops", t));
+    let fp16 = gpu.fp16_tflops.map(|t| ("fp16_tflops", t));
+    let sixteen = bf16.or(fp16);
     match p {
-        Precision::Fp8 => gpu.fp8_tflops.or(sixteen),
-        Precision::Fp16 => gpu.fp16_tflops.or(gpu.bf16_tflops),
-        Precision::Fp32 => gpu.tf32_tflops,
+        Precision::Fp8 => gpu.fp8_tflops.map(|t| ("fp8_tflops", t)).or(sixteen),
+        Precision::Fp16 => fp16.or(bf16),
+        Precision::Fp32 => gpu.tf32_tflops.map(|t| ("tf32_tflops", t)),
         // BF16 asked on a GPU without it runs emulated, far below any FP16 figure.
-        Precision::Bf16 => gpu.bf16_tflops,
+        Precision::Bf16 => bf16,
         _ => sixteen,
     }
+}
+
+/// The figures a run's speed on `gpu` rests on that its record marks unverified (taken
+/// from a copy or a third party, not read from NVIDIA), as `field value`: the compute
+/// figure, and for inference the memory bandwidth. A time printed from them says so.
+pub fn unverified_speed_figures(gpu: &Gpu, s: &Settings) -> Vec<String> {
+    let mut used: Vec<(&str, f64)> = tflops_figure(gpu, s.precision).into_iter().collect();
+    if s.method == Method::Inference {
+        used.extend(gpu.bandwidth_gbs.map(|b| ("bandwidth_gbs", f64::from(b))));
+    }
+    used.into_iter()
+        .filter(|(field, _)| gpu.unverified.iter().any(|u| u == field))
+        .map(|(field, v)| format!("{field} {v}"))
+        .collect()
 }
 
 /// FLOPs per active parameter per token: 6 for full training (forward 2, backward 4:
@@ -888,18 +918,52 @@ mod tests {
     /// Issue 28's "done when": every GPU plan can pick (with no --gpu, every GPU of
     /// compat-db) has a dense TFLOPS figure for the default precision and a memory
     /// bandwidth, so its time and decode estimates exist. The GPUs named below still lack
-    /// one, each for the reason given; the list may only shrink: a GPU listed that gains
-    /// both fails the test until it is taken off, and a GPU not listed that lacks one fails.
+    /// one, each for the reason given. A GPU listed that gains both fails the test until it
+    /// is taken off, and a GPU not listed that lacks one fails. The list grew once, on
+    /// purpose: the third audit pass removed figures that cited no source anyone had read
+    /// (the first thirteen entries), because a plan timed by an unsourced figure is worse
+    /// than one that says it cannot time the GPU.
+    /// A time from NVIDIA's figures says nothing more; one from a third party's names the
+    /// figures, and inference adds the bandwidth it reads at.
+    #[test]
+    fn a_time_from_unverified_figures_names_them() {
+        let db = Db::embedded().unwrap();
+        let h100 = db.gpu("H100 SXM").unwrap();
+        let mut s = settings();
+        assert!(!h100.unverified.iter().any(|u| u == "bf16_tflops"));
+        assert_eq!(unverified_speed_figures(h100, &s), Vec::<String>::new());
+        let d = db.gpu("RTX 4090 D").unwrap();
+        assert_eq!(unverified_speed_figures(d, &s), ["bf16_tflops 147.09"]);
+        s.method = Method::Inference;
+        assert_eq!(
+            unverified_speed_figures(d, &s),
+            ["bf16_tflops 147.09", "bandwidth_gbs 1008"]
+        );
+    }
+
     #[test]
     fn every_gpu_plan_can_pick_has_tflops_and_bandwidth() {
+        const REMOVED_WHY: &str =
+            "figures removed in the third audit pass: no NVIDIA source for them was read";
         const LACKING: &[(&str, &str)] = &[
+            ("b100", REMOVED_WHY),
+            ("h100-nvl", REMOVED_WHY),
+            ("quadro-rtx-8000", REMOVED_WHY),
+            ("rtx-3070", REMOVED_WHY),
+            ("rtx-3080", REMOVED_WHY),
+            ("rtx-3090", REMOVED_WHY),
+            ("rtx-4000-ada", REMOVED_WHY),
+            ("rtx-4000-sff-ada", REMOVED_WHY),
+            ("rtx-4080", REMOVED_WHY),
+            ("rtx-5000-ada", REMOVED_WHY),
+            ("rtx-a4000", REMOVED_WHY),
+            ("rtx-a4500", REMOVED_WHY),
+            ("rtx-a5000", REMOVED_WHY),
             ("a10g", "AWS's part: NVIDIA publishes no datasheet"),
-            ("a16", "a four-GPU board; no per-GPU Tensor figure read"),
             ("a800-40gb-active", "no bandwidth figure read"),
             ("gb10", "NVIDIA prints only FP4 with sparsity"),
             ("gtx-1080-ti", "no Tensor Cores, FP16 at 1/64 rate"),
             ("l2", "the one table found does not say dense or sparse"),
-            ("h20-3e", "no source for its Tensor figures"),
             ("h20-nvl16", "no source for its Tensor figures or bandwidth"),
             ("h800-nvl", "no source for its Tensor figures"),
             ("k80", "no Tensor Cores, no FP16"),
@@ -908,20 +972,16 @@ mod tests {
             ("p40", "no Tensor Cores, FP16 at 1/64 rate"),
             ("rtx-3060", "GA106 whitepaper figures not read"),
             ("rtx-3080-ti", "whitepaper figures not read"),
-            ("rtx-3090-ti", "whitepaper figures not read"),
             ("rtx-4060-ti", "not in the Ada whitepaper's appendix"),
             ("rtx-4060-ti-16gb", "not in the Ada whitepaper's appendix"),
             ("rtx-4070-ti-super", "whitepaper figures not read"),
             ("rtx-4080-super", "whitepaper figures not read"),
-            ("rtx-4090-d", "China-market cut: no figure read"),
             ("rtx-5060-ti", "whitepaper figures not read"),
             ("rtx-5060-ti-16gb", "whitepaper figures not read"),
             (
                 "rtx-4090-48gb",
                 "a board modified after sale: no datasheet, planned only when named",
             ),
-            ("rtx-5070-ti", "whitepaper figures not read"),
-            ("rtx-5080", "whitepaper figures not read"),
             ("rtx-5090-d", "China-market cut: no figure or bandwidth read"),
             ("rtx-5090-d-v2", "China-market cut: no figure read"),
             ("rtx-6000d", "China-market part: no figure or bandwidth read"),
@@ -938,11 +998,6 @@ mod tests {
             ),
             ("rtx-pro-5000-72gb-blackwell", "datasheet prints FP4 AI TOPS only"),
             ("rtx-pro-5000-blackwell", "datasheet prints FP4 AI TOPS only"),
-            ("rtx-pro-6000-blackwell", "datasheet prints FP4 AI TOPS only"),
-            (
-                "rtx-pro-6000-blackwell-max-q",
-                "datasheet prints FP4 AI TOPS only",
-            ),
             (
                 "rtx-pro-6000-blackwell-server-edition",
                 "datasheet prints FP4 AI TOPS only",

@@ -547,6 +547,10 @@ fn judge_offer(
     out.fits = f.fits;
     out.headroom_bytes = Some(f.headroom_bytes);
     out.hours = f.hours;
+    if !f.unverified_figures.is_empty() {
+        out.notes
+            .push(unverified_speed_note(&gpu.name, &f.unverified_figures));
+    }
     out.shard = Some(f.shard);
     if o.tokens.is_some() && f.hours.is_none() {
         out.unranked_on_time = true;
@@ -1025,4 +1029,13 @@ mod tests {
         );
         assert_eq!(p.pick.as_ref().unwrap().offer, None);
     }
+}
+
+/// What a time resting on unverified figures says, in a plan's notes and on its terminal.
+pub fn unverified_speed_note(gpu: &str, figures: &[String]) -> String {
+    format!(
+        "its time rests on compat-db figures for the {gpu} that are unverified (read from a copy or a third \
+         party, not from NVIDIA): {}",
+        figures.join(", ")
+    )
 }

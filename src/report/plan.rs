@@ -193,6 +193,13 @@ pub fn plan(
         if let Some(i) = &f.interconnect {
             writeln!(out, "          links: {i}")?;
         }
+        if !f.unverified_figures.is_empty() {
+            writeln!(
+                out,
+                "          speed: {}",
+                crate::plan::run::unverified_speed_note(&f.gpu, &f.unverified_figures)
+            )?;
+        }
     }
     if more > 0 {
         writeln!(

@@ -201,22 +201,7 @@ fn ngc_proposal(r: NgcRelease, host: &str, listing: &str) -> Result<Proposal, Up
     let tag = r.tag();
     let pending: Vec<String> = NGC_PENDING.iter().map(|k| k.to_string()).collect();
     let rec = Image {
-        id: format!("ngc-{r}"),
-        family: ImageFamily::Ngc,
-        repository: "nvcr.io/nvidia/pytorch".into(),
-        tag: Some(tag.clone()),
         released: r.month_date(),
-        flavors: Vec::new(),
-        os: Vec::new(),
-        cuda: None,
-        cudnn: None,
-        cudnn_tag: None,
-        nccl: None,
-        torch: None,
-        python: None,
-        min_driver: None,
-        require_cuda: None,
-        forward_compat: Vec::new(),
         checked: crate::db::today(),
         unverified: vec!["released".into()],
         notes: Some(format!(
@@ -237,6 +222,12 @@ fn ngc_proposal(r: NgcRelease, host: &str, listing: &str) -> Result<Proposal, Up
                 note: Some("NVIDIA's release notes for this container: where the pending facts are".into()),
             },
         ],
+        ..Image::named(
+            format!("ngc-{r}"),
+            ImageFamily::Ngc,
+            "nvcr.io/nvidia/pytorch",
+            tag.clone(),
+        )
     };
     let file = format!("image/ngc-{r}.toml");
     let header = format!(

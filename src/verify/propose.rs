@@ -1016,26 +1016,9 @@ fn new_record(id: &Identity, today: PartialDate) -> Image {
         ),
     };
     Image {
-        id: id.id.clone(),
-        family: id.family,
-        repository: repository.into(),
-        tag: Some(id.tag.clone()),
-        released: None,
-        flavors: Vec::new(),
-        os: Vec::new(),
-        cuda: None,
-        cudnn: None,
-        cudnn_tag: None,
-        nccl: None,
-        torch: None,
-        python: None,
-        min_driver: None,
-        require_cuda: None,
-        forward_compat: Vec::new(),
         checked: Some(today),
-        unverified: Vec::new(),
         notes: Some(notes.into()),
-        sources: Vec::new(),
+        ..Image::named(id.id.clone(), id.family, repository, id.tag.clone())
     }
 }
 

@@ -210,17 +210,17 @@ fn cny_offers_are_ranked_by_the_runs_cost() {
         .map(|o| o["offer"]["name"].as_str().unwrap())
         .collect();
     // Run cost known and NVLink as the split wants; then the PCIe boxes whose time leaves the
-    // PCIe traffic out (the L20 among them, by its cost, now that compat-db has its TFLOPS);
-    // then the RTX 4090 D and the modified 48 GB RTX 4090, whose records have no TFLOPS figure.
+    // PCIe traffic out, by their cost (the L20 and the RTX 4090 D among them, now that
+    // compat-db has their TFLOPS); then the modified 48 GB RTX 4090, whose record has none.
     assert_eq!(
         names,
         [
             "h800-整机",
             "h20-8卡",
             "4090-pcie",
+            "4090d-整机",
             "4090-nvlink",
             "l20-整机",
-            "4090d-整机",
             "4090-48g"
         ],
         "{doc:#}"
@@ -266,10 +266,24 @@ fn cny_offers_are_ranked_by_the_runs_cost() {
         "{modded:#}"
     );
     // No TFLOPS figure: named, placed last, no cost.
+    assert_eq!(modded["unranked_on_time"], true, "{modded:#}");
+    assert!(modded.get("cost").is_none(), "{modded:#}");
+    assert!(
+        modded["notes"].to_string().contains("unranked on time"),
+        "{modded:#}"
+    );
+    // The RTX 4090 D is timed by a third party's BF16 figure (147.09 dense): 6 x 6.74B x 1B
+    // FLOPs over 8 GPUs at 40% is 23.9 h, and the plan says the figure is unverified.
     let d = by("4090d-整机");
-    assert_eq!(d["unranked_on_time"], true, "{d:#}");
-    assert!(d.get("cost").is_none(), "{d:#}");
-    assert!(d["notes"].to_string().contains("unranked on time"), "{d:#}");
+    assert!(d.get("unranked_on_time").is_none(), "{d:#}");
+    assert!((23.5..24.5).contains(&f(d, "hours")), "{d:#}");
+    let notes = d["notes"].to_string();
+    assert!(
+        notes.contains("unverified") && notes.contains("bf16_tflops 147.09"),
+        "{d:#}"
+    );
+    // The L20's figure is a third party's too.
+    assert!(by("l20-整机")["notes"].to_string().contains("bf16_tflops 119.5"));
     // The L20's dense BF16 (119.5 TFLOPS) times it: 6 x 6.74B x 1B FLOPs over 8 GPUs at 40%.
     let l20 = by("l20-整机");
     assert!(l20.get("unranked_on_time").is_none(), "{l20:#}");
