@@ -347,16 +347,11 @@ fn changed_branch(
         r.sources.push(index_source(index, seen, rec.branch));
     }
     let file = format!("driver/r{}.toml", rec.branch);
-    let mut header = String::from(
-        "# Changes proposed by `gpuenv db refresh`: NVIDIA's driver index lists releases compat-db lacks\n",
+    let header = super::refresh::changes_header(
+        "Changes proposed by `gpuenv db refresh`: NVIDIA's driver index lists releases compat-db lacks",
+        &changes,
+        "The notes still speak of the old values: revise them with the change.",
     );
-    for c in &changes {
-        header.push_str(&format!(
-            "#   {}: curated {} / upstream {}\n",
-            c.field, c.curated, c.upstream
-        ));
-    }
-    header.push_str("# The notes still speak of the old values: revise them with the change.\n\n");
     Ok(Some(Proposal {
         text: record_toml(&r, &file, &header)?,
         file,

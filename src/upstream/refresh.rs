@@ -112,6 +112,23 @@ pub struct Change {
     pub upstream: String,
 }
 
+/// The comment a proposed change to a record opens with: `title`, each change as curated
+/// against upstream, then `after` (a line of its own when not empty) and a blank line.
+pub(crate) fn changes_header(title: &str, changes: &[Change], after: &str) -> String {
+    let mut header = format!("# {title}\n");
+    for c in changes {
+        header.push_str(&format!(
+            "#   {}: curated {} / upstream {}\n",
+            c.field, c.curated, c.upstream
+        ));
+    }
+    if !after.is_empty() {
+        header.push_str(&format!("# {after}\n"));
+    }
+    header.push('\n');
+    header
+}
+
 /// A proposed record.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Proposal {
@@ -809,16 +826,11 @@ pub fn refresh_told(
             Some(rec) => {
                 let changes = compare_torch(rec, f);
                 if !changes.is_empty() {
-                    let mut header = String::from(
-                        "# Changes proposed by `gpuenv db refresh`: upstream disagrees with compat-db on\n",
+                    let header = changes_header(
+                        "Changes proposed by `gpuenv db refresh`: upstream disagrees with compat-db on",
+                        &changes,
+                        "",
                     );
-                    for c in &changes {
-                        header.push_str(&format!(
-                            "#   {}: curated {} / upstream {}\n",
-                            c.field, c.curated, c.upstream
-                        ));
-                    }
-                    header.push('\n');
                     proposals.push(Proposal {
                         file,
                         kind: "torch",

@@ -685,23 +685,20 @@ fn ngc_tags() -> Vec<String> {
     tags
 }
 
-fn refresh_ngc(out: &std::path::Path, pypi: &Replay, host: &str, json: bool) -> crate::support::Run {
-    let mut args = vec![
-        "db",
-        "refresh",
-        "--pypi",
-        &pypi.url,
-        "--no-pytorch-index",
-        "--no-driver-index",
-        "--ngc-registry",
-        host,
-        "--out",
-        out.to_str().unwrap(),
-    ];
+/// `db refresh` against the replayed PyPI, the PyTorch index left out, with `sources`
+/// naming the one other upstream a test reads (and leaving the rest out).
+fn refresh_with(pypi: &Replay, sources: &[&str], out: &std::path::Path, json: bool) -> crate::support::Run {
+    let mut args = vec!["db", "refresh", "--pypi", &pypi.url, "--no-pytorch-index"];
+    args.extend_from_slice(sources);
+    args.extend(["--out", out.to_str().unwrap()]);
     if json {
         args.push("--json");
     }
     gpuenv(&args)
+}
+
+fn refresh_ngc(out: &std::path::Path, pypi: &Replay, host: &str, json: bool) -> crate::support::Run {
+    refresh_with(pypi, &["--no-driver-index", "--ngc-registry", host], out, json)
 }
 
 /// The tags are read anonymously through the token flow and every page of the list; the
@@ -892,24 +889,8 @@ fn refresh_drivers(
     json: bool,
 ) -> crate::support::Run {
     let url = format!("{}XFree86/Linux-x86_64/", index.url);
-    let mut args = vec![
-        "db",
-        "refresh",
-        "--db",
-        db.to_str().unwrap(),
-        "--pypi",
-        &pypi.url,
-        "--no-pytorch-index",
-        "--no-ngc",
-        "--driver-index",
-        &url,
-        "--out",
-        out.to_str().unwrap(),
-    ];
-    if json {
-        args.push("--json");
-    }
-    gpuenv(&args)
+    let db = db.to_str().unwrap();
+    refresh_with(pypi, &["--db", db, "--no-ngc", "--driver-index", &url], out, json)
 }
 
 /// The index's folders, by branch, against the driver records: a branch without a record
