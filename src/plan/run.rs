@@ -819,6 +819,15 @@ pub fn order(plan: &Plan) -> Option<String> {
     Some(lines.join("\n") + "\n")
 }
 
+/// What a time resting on unverified figures says, in a plan's notes and on its terminal.
+pub fn unverified_speed_note(gpu: &str, figures: &[String]) -> String {
+    format!(
+        "its time rests on compat-db figures for the {gpu} that are unverified (read from a copy or a third \
+         party, not from NVIDIA): {}",
+        figures.join(", ")
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1029,13 +1038,4 @@ mod tests {
         );
         assert_eq!(p.pick.as_ref().unwrap().offer, None);
     }
-}
-
-/// What a time resting on unverified figures says, in a plan's notes and on its terminal.
-pub fn unverified_speed_note(gpu: &str, figures: &[String]) -> String {
-    format!(
-        "its time rests on compat-db figures for the {gpu} that are unverified (read from a copy or a third \
-         party, not from NVIDIA): {}",
-        figures.join(", ")
-    )
 }
