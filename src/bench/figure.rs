@@ -201,4 +201,8 @@ pub struct BenchGpu {
     pub index: u32,
     /// nvidia-smi's name (`NVIDIA H100 80GB HBM3`).
     pub name: String,
+    /// The memory it reports, MiB: with the name, it chooses the record a bench is judged
+    /// by (the name alone does not tell an 8 GB RTX 4060 Ti from the 16 GB one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_mib: Option<u64>,
 }

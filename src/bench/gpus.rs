@@ -59,6 +59,7 @@ pub fn run_gpus(plan: &GpuPlan, sys: Arc<dyn System>, host: &HostReport, probe: 
             .map(|g| BenchGpu {
                 index: g.index,
                 name: g.name.clone(),
+                memory_mib: g.memory_total_mib,
             })
             .collect(),
         ..GpuOutcome::default()

@@ -192,8 +192,11 @@ impl Judgement {
 /// `links` is each GPU's PCIe link (from [`links_from_host`]); a GPU without one has its
 /// host copies judged `unknown`.
 pub fn judge(doc: &BenchDoc, db: &Db, links: &BTreeMap<u32, PcieLink>) -> Judgement {
-    let records: BTreeMap<u32, Option<&Gpu>> =
-        doc.gpus.iter().map(|g| (g.index, db.gpu(&g.name).ok())).collect();
+    let records: BTreeMap<u32, Option<&Gpu>> = doc
+        .gpus
+        .iter()
+        .map(|g| (g.index, db.gpu_reported(&g.name, g.memory_mib).ok()))
+        .collect();
     let figures = doc
         .figures
         .iter()
@@ -562,10 +565,30 @@ mod tests {
                 .map(|index| BenchGpu {
                     index,
                     name: name.into(),
+                    memory_mib: None,
                 })
                 .collect(),
             ..BenchDoc::default()
         }
+    }
+
+    /// nvidia-smi names the 8 GB and the 16 GB RTX 4060 Ti alike; the memory the bench
+    /// header reports (16380 MiB in torch's `total_memory` of the 16 GB card, 8188 MiB of
+    /// the 8 GB one) chooses the record the figures are judged by.
+    #[test]
+    fn the_reported_memory_chooses_the_board() {
+        let judged_by = |memory_mib: Option<u64>| {
+            let mut doc = machine("NVIDIA GeForce RTX 4060 Ti", 1);
+            doc.gpus[0].memory_mib = memory_mib;
+            doc.figures
+                .push(Figure::new(Metric::MemoryBandwidth, 250.0, Engine::Gpuenv, "").on_gpu(0));
+            let j = judge(&doc, db(), &gen5x16(1));
+            j.figures[0].gpu_record.clone()
+        };
+        assert_eq!(judged_by(Some(16380)).as_deref(), Some("RTX 4060 Ti 16GB"));
+        assert_eq!(judged_by(Some(8188)).as_deref(), Some("RTX 4060 Ti"));
+        // No memory reported (a document written before it was): the name alone decides.
+        assert_eq!(judged_by(None).as_deref(), Some("RTX 4060 Ti"));
     }
 
     fn gen5x16(n: u32) -> BTreeMap<u32, PcieLink> {
@@ -697,6 +720,7 @@ mod tests {
         doc.gpus.push(BenchGpu {
             index: 1,
             name: "Frobnicator 9000".into(),
+            memory_mib: None,
         });
         doc.figures = vec![
             // No link known: no theoretical rate.

@@ -777,6 +777,7 @@ mod tests {
                 .map(|index| BenchGpu {
                     index,
                     name: "NVIDIA H100 80GB HBM3".into(),
+                    memory_mib: None,
                 })
                 .collect(),
             ..BenchDoc::default()

@@ -946,16 +946,12 @@ mod tests {
         const REMOVED_WHY: &str =
             "figures removed in the third audit pass: no NVIDIA source for them was read";
         const LACKING: &[(&str, &str)] = &[
-            ("b100", REMOVED_WHY),
             ("h100-nvl", REMOVED_WHY),
-            ("quadro-rtx-8000", REMOVED_WHY),
             ("rtx-3070", REMOVED_WHY),
             ("rtx-3080", REMOVED_WHY),
             ("rtx-3090", REMOVED_WHY),
-            ("rtx-4000-ada", REMOVED_WHY),
             ("rtx-4000-sff-ada", REMOVED_WHY),
             ("rtx-4080", REMOVED_WHY),
-            ("rtx-5000-ada", REMOVED_WHY),
             ("rtx-a4000", REMOVED_WHY),
             ("rtx-a4500", REMOVED_WHY),
             ("rtx-a5000", REMOVED_WHY),

@@ -290,6 +290,7 @@ mod tests {
                 .map(|index| crate::bench::figure::BenchGpu {
                     index,
                     name: "NVIDIA H100 80GB HBM3".into(),
+                    memory_mib: None,
                 })
                 .collect(),
             ..BenchDoc::default()

@@ -1,8 +1,10 @@
 //! The torch pins of packages that pin torch (vLLM, SGLang, xformers, flash-attn,
 //! bitsandbytes, DeepSpeed, TensorRT-LLM, Unsloth), read from PyPI for `gpuenv db refresh`.
 //!
-//! Owns: reading each release's `Requires-Dist: torch...` from its wheel's PEP 658 metadata
-//! (through the refresh's client and PyPI readers, bounded by the same deadline and caps),
+//! Owns: reading each release's `Requires-Dist: torch...` from its wheel's metadata (the
+//! PEP 658 file, or the wheel's own `METADATA` read with range requests where the index
+//! serves none; through the refresh's client and PyPI readers, bounded by the same deadline
+//! and caps),
 //! and proposing `framework/<name>.toml` records with the releases compat-db lacks or
 //! states differently. Must not: guess a pin PyPI does not serve (such a release is listed
 //! as `unread`), or write into `compat-db/`.
@@ -183,7 +185,7 @@ pub fn scan_one(
         checked: crate::db::today(),
         unverified: Vec::new(),
         notes: Some(format!(
-            "Releases of {name} uploaded to PyPI since {since}, each with the torch requirement of its wheel's PEP 658 metadata (Linux x86_64). `unread`: releases whose metadata PyPI did not serve (or that pin torch differently per Python); their torch pin is unknown."
+            "Releases of {name} uploaded to PyPI since {since}, each with the torch requirement of a Linux x86_64 or pure-Python wheel's metadata: its PEP 658 file, or, where the index served none, the wheel's own METADATA read with range requests (`metadata` names the file read). `unread`: releases whose metadata could not be read (no such wheel, or a torch pin that differs per Python); their torch pin is unknown."
         )),
         sources: vec![Source {
             url: format!("https://pypi.org/simple/{name}/"),

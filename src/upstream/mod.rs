@@ -12,6 +12,7 @@
 mod drivers;
 mod frameworks;
 pub(crate) mod http;
+mod lazy_wheel;
 mod ngc;
 pub mod pypi;
 mod refresh;
@@ -21,7 +22,7 @@ pub use drivers::{
     BranchSeen, DriverListing, MAX_INDEX_ENTRIES, driver_proposals, folder_version, parse_index, parse_latest,
 };
 pub use frameworks::{FRAMEWORK_PROJECTS, MAX_RELEASES, TorchRequirement, torch_requirement};
-pub use http::{Client, Fetched};
+pub use http::{Client, Fetched, Ranged};
 pub use ngc::{NGC_PENDING, NGC_REPOSITORY, NgcRelease, NgcTags, ngc_candidates, ngc_release, sort_tags};
 pub use refresh::{
     Change, Proposal, RefreshOptions, RefreshStep, Summary, compare_torch, refresh, refresh_told,

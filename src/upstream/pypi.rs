@@ -108,6 +108,12 @@ impl WheelName {
             .any(|p| p.starts_with("manylinux") && p.ends_with("_x86_64"))
     }
 
+    /// Whether pip installs it on Linux x86_64: a manylinux x86_64 wheel or a pure one
+    /// (`py3-none-any`), whose requirements are the ones that host gets.
+    pub fn installs_on_linux_x86_64(&self) -> bool {
+        self.is_linux_x86_64() || self.platform.iter().all(|p| p == "any")
+    }
+
     /// The CPython tag this wheel is built for, with its ABI flag (`cp37m`, `cp313t`).
     pub fn cpython(&self) -> Option<PythonTag> {
         self.abi.iter().find_map(|a| a.parse::<PythonTag>().ok())

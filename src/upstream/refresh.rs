@@ -15,7 +15,7 @@ use reqwest::Url;
 use serde::{Deserialize, Serialize};
 
 use super::pypi::{self, DefaultBuild, SimpleProject};
-use super::{Client, Fetched, UpstreamError};
+use super::{Client, Fetched, UpstreamError, lazy_wheel};
 use crate::db::{Db, Source, TorchRelease, TorchVariant};
 use crate::model::{HostArch, Manylinux, PartialDate, PythonTag, Variant, Version, VersionSpecifiers};
 
@@ -262,17 +262,56 @@ fn project(
     }
 }
 
-/// Reads the metadata of the first wheel (of `files`, at most `attempts`) that has one.
+/// Reads the metadata of a wheel of `files` (ranked by the caller, at most `attempts`
+/// tried): the PEP 658 file of one that installs on Linux x86_64; where the index serves
+/// none, the metadata inside the first such wheel, read with range requests; and only then
+/// the PEP 658 file of a wheel for another platform. The address returned is the file read:
+/// the `.metadata` file, or the wheel.
 pub(super) fn metadata(
     client: &Client,
     page: &Url,
     files: &[pypi::SimpleFile],
     attempts: usize,
 ) -> Result<Option<(String, pypi::Metadata)>, UpstreamError> {
-    for f in files.iter().take(attempts) {
+    let linux = |f: &&pypi::SimpleFile| {
+        pypi::WheelName::parse(&f.filename).is_some_and(|w| w.installs_on_linux_x86_64())
+    };
+    let (ours, others): (Vec<_>, Vec<_>) = files.iter().take(attempts).partition(linux);
+    let served = |f: &pypi::SimpleFile| -> Result<Option<(String, pypi::Metadata)>, UpstreamError> {
         let url = join(page, &format!("{}.metadata", f.url))?;
-        if let Fetched::Body(text) = client.get(&url, None)? {
-            return Ok(Some((url.to_string(), pypi::parse_metadata(&text))));
+        Ok(match client.get(&url, None)? {
+            Fetched::Body(text) => Some((url.to_string(), pypi::parse_metadata(&text))),
+            Fetched::NotFound => None,
+        })
+    };
+    for f in &ours {
+        if let Some(found) = served(f)? {
+            return Ok(Some(found));
+        }
+    }
+    // One wheel, the first: each costs two or three requests, and the others of a release
+    // carry the same requirements but for markers.
+    if let Some(first) = ours.first() {
+        let wheel = join(page, &first.url)?;
+        // A file that is no readable wheel leaves the release unread, as a missing one
+        // does; a network failure (the deadline, a cap) ends the refresh.
+        let text = match lazy_wheel::read_metadata(client, &wheel) {
+            Err(UpstreamError::Format { .. }) => None,
+            other => other?,
+        };
+        if let Some(text) = text {
+            // A recording keeps what was read as the PEP 658 file it stands for, so that a
+            // replay reads the same requirements without the wheel.
+            client.record(&join(page, &format!("{}.metadata", first.url))?, &text)?;
+            return Ok(Some((wheel.to_string(), pypi::parse_metadata(&text))));
+        }
+    }
+    // Another platform's wheel is read only as PyPI serves it: its requirements may differ
+    // from Linux's (a Windows build's), and a release with none for Linux installs from
+    // its source distribution, whose requirements only its build computes.
+    for f in &others {
+        if let Some(found) = served(f)? {
+            return Ok(Some(found));
         }
     }
     Ok(None)

@@ -123,6 +123,7 @@ fn h100_healthy() -> BenchDoc {
             .map(|index| BenchGpu {
                 index,
                 name: H100.into(),
+                memory_mib: None,
             })
             .collect(),
         figures,

@@ -163,10 +163,24 @@ fn a_require_that_is_not_a_requirement_is_refused() {
 /// `db refresh` against recorded PyPI responses: a database without vLLM's record gets it
 /// back as a proposal, each release with the torch its metadata pins, and the release
 /// whose metadata PyPI did not serve listed as `unread`.
-#[test]
-fn refresh_proposes_a_framework_record_from_recorded_pypi() {
-    let server = crate::refresh::replay();
-    let db = crate::support::trimmed_db(&["framework/vllm.toml"]);
+/// What `db refresh` proposed for a copy of the shipped database without one framework
+/// record.
+struct Refreshed {
+    /// The copy (the proposal, if any, sits beside the removed file as `NAME.toml.proposed`).
+    db: tempfile::TempDir,
+    /// The framework proposals written, by file name.
+    written: Vec<String>,
+    /// The proposed record of the removed framework, parsed, and its text.
+    proposed: Option<(toml::Value, String)>,
+    /// What the refresh printed.
+    stdout: String,
+}
+
+/// `db refresh` of a copy of the shipped database without `framework/NAME.toml`, against
+/// `server`.
+fn refresh_without(server: &crate::support::Replay, name: &str) -> Refreshed {
+    let file = format!("framework/{name}.toml");
+    let db = crate::support::trimmed_db(&[file.as_str()]);
     let scratch = tempfile::tempdir().unwrap();
     let out = scratch.path().join("proposals");
     let run = gpuenv(&[
@@ -183,21 +197,44 @@ fn refresh_proposes_a_framework_record_from_recorded_pypi() {
         out.to_str().unwrap(),
     ]);
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
-    assert!(run.stdout.contains("  + framework/vllm.toml"), "{}", run.stdout);
-    assert!(run.stdout.contains("packages that pin torch 1"), "{}", run.stdout);
+    let mut written: Vec<String> = std::fs::read_dir(out.join("framework"))
+        .map(|d| {
+            d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    written.sort();
+    let proposed = std::fs::read_to_string(out.join(&file)).ok().map(|text| {
+        assert!(run.stdout.contains(&format!("  + {file}")), "{}", run.stdout);
+        std::fs::write(db.path().join(format!("{file}.proposed")), &text).unwrap();
+        let body: String = text
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .collect::<Vec<_>>()
+            .join("\n");
+        (toml::from_str(&body).unwrap(), text)
+    });
+    Refreshed {
+        db,
+        written,
+        proposed,
+        stdout: run.stdout,
+    }
+}
+
+#[test]
+fn refresh_proposes_a_framework_record_from_recorded_pypi() {
+    let server = crate::refresh::replay();
+    let Refreshed {
+        db,
+        written,
+        proposed,
+        stdout,
+    } = refresh_without(&server, "vllm");
+    assert!(stdout.contains("packages that pin torch 1"), "{stdout}");
     // Every other framework's recorded releases agree with the shipped records.
-    let written: Vec<String> = std::fs::read_dir(out.join("framework"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
     assert_eq!(written, ["vllm.toml"]);
-    let text = std::fs::read_to_string(out.join("framework/vllm.toml")).unwrap();
-    let body: String = text
-        .lines()
-        .filter(|l| !l.starts_with('#'))
-        .collect::<Vec<_>>()
-        .join("\n");
-    let doc: toml::Value = toml::from_str(&body).unwrap();
+    let (doc, text) = proposed.unwrap();
     let releases = doc["releases"].as_array().unwrap();
     let find = |v: &str| {
         releases
@@ -218,8 +255,8 @@ fn refresh_proposes_a_framework_record_from_recorded_pypi() {
     assert_eq!(doc["unread"].as_array().unwrap().len(), 1, "{text}");
     assert_eq!(doc["unread"][0].as_str(), Some("0.8.1"));
     // The proposal, moved into the database, lints clean and decides the torch again.
-    std::fs::copy(
-        out.join("framework/vllm.toml"),
+    std::fs::rename(
+        db.path().join("framework/vllm.toml.proposed"),
         db.path().join("framework/vllm.toml"),
     )
     .unwrap();
@@ -234,6 +271,63 @@ fn refresh_proposes_a_framework_record_from_recorded_pypi() {
         "--json",
     ]);
     assert_eq!(crate::support::json(&run)["stacks"][0]["torch"], "2.4.0");
+}
+
+/// The index recorded served no PEP 658 file for unsloth 2025.3.6's wheel (as for most of
+/// the 519 framework releases earlier refreshes left unread): its torch requirement is
+/// read from the wheel itself, with range requests for the zip's directory and its
+/// `METADATA` member, and the record names the wheel as what was read.
+#[test]
+fn a_wheel_without_pep658_metadata_is_read_with_range_requests() {
+    let server = crate::refresh::replay();
+    let r = refresh_without(&server, "unsloth");
+    assert_eq!(r.written, ["unsloth.toml"]);
+    let (doc, text) = r.proposed.unwrap();
+    let release = |v: &str| {
+        doc["releases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["version"].as_str() == Some(v))
+            .unwrap_or_else(|| panic!("{v}: {text}"))
+            .clone()
+    };
+    let old = release("2025.3.6");
+    assert_eq!(old["torch"].as_str(), Some(">=2.4.0"), "{text}");
+    assert_eq!(old["released"].as_str(), Some("2025-03-06"), "{text}");
+    assert_eq!(
+        old["metadata"].as_str(),
+        Some(
+            "https://files.pythonhosted.org/packages/5c/3f/21a0186778ad3e481cc709d13bdbb03a3012ea06491be6019d5a6a026a49/unsloth-2025.3.6-py3-none-any.whl"
+        ),
+        "{text}"
+    );
+    // The newer release still comes from its PEP 658 file.
+    let new = release("2025.10.12");
+    assert!(
+        new["metadata"].as_str().unwrap().ends_with(".whl.metadata"),
+        "{text}"
+    );
+    assert!(
+        doc.get("unread").is_none_or(|u| u.as_array().unwrap().is_empty()),
+        "{text}"
+    );
+}
+
+/// A mirror that ignores `Range` and would send a whole wheel gets nothing read of it:
+/// the release stays `unread`, and the refresh does not fail.
+#[test]
+fn a_server_without_ranges_leaves_the_release_unread() {
+    let server = crate::support::Replay::ignoring_ranges(crate::support::fixture("upstream"));
+    let r = refresh_without(&server, "unsloth");
+    let (doc, text) = r.proposed.unwrap();
+    let unread: Vec<&str> = doc["unread"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(unread, ["2025.3.6"], "{text}");
 }
 
 /// sglang pins torch only through its `srt` extra: `sglang[srt]==0.5.2` gets torch 2.8.0,

@@ -192,13 +192,24 @@ pub fn json(run: &Run) -> serde_json::Value {
 
 /// A loopback HTTP server replaying recorded upstream responses from a directory:
 /// `GET /a/b/` serves `DIR/a/b/index`, `GET /a/b` serves `DIR/a/b`, anything else is 404.
-/// Requests whose path contains `fail_on` get `500 Internal Server Error` instead.
+/// Requests whose path contains `fail_on` get `500 Internal Server Error` instead. A
+/// `Range` request gets its bytes (206), as PyPI's CDN serves them.
 pub struct Replay {
     pub url: String,
 }
 
 impl Replay {
     pub fn start(dir: PathBuf, fail_on: Option<&'static str>) -> Replay {
+        Replay::serve(dir, fail_on, true)
+    }
+
+    /// A replay that answers every `Range` request with the whole file (200), as some
+    /// mirrors do.
+    pub fn ignoring_ranges(dir: PathBuf) -> Replay {
+        Replay::serve(dir, None, false)
+    }
+
+    fn serve(dir: PathBuf, fail_on: Option<&'static str>, ranges: bool) -> Replay {
         use std::io::{BufRead, BufReader, Write};
         use std::net::TcpListener;
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
@@ -214,7 +225,13 @@ impl Replay {
                         return;
                     }
                     let mut line = String::new();
+                    let mut range = None;
                     while reader.read_line(&mut line).map(|n| n > 2).unwrap_or(false) {
+                        if let Some((k, v)) = line.split_once(':') {
+                            if k.eq_ignore_ascii_case("range") {
+                                range = Some(v.trim().to_string());
+                            }
+                        }
                         line.clear();
                     }
                     let path = request.split_whitespace().nth(1).unwrap_or("/").to_string();
@@ -239,10 +256,26 @@ impl Replay {
                             Err(_) => ("404 Not Found", b"not found".to_vec()),
                         }
                     };
+                    // Ranges as PyPI's CDN serves them (RFC 9110): `bytes=A-B`, `bytes=A-`,
+                    // `bytes=-N`, answered 206 with the span and the whole length.
+                    let mut extra = String::new();
+                    let (status, body) = match (
+                        status,
+                        range
+                            .as_deref()
+                            .filter(|_| ranges)
+                            .and_then(|r| byte_range(r, body.len())),
+                    ) {
+                        ("200 OK", Some((a, b))) => {
+                            extra = format!("Content-Range: bytes {a}-{b}/{}\r\n", body.len());
+                            ("206 Partial Content", body[a..=b].to_vec())
+                        }
+                        other => (other.0, body),
+                    };
                     let mut out = stream;
                     let _ = write!(
                         out,
-                        "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                        "HTTP/1.1 {status}\r\nContent-Length: {}\r\n{extra}Connection: close\r\n\r\n",
                         body.len()
                     );
                     let _ = out.write_all(&body);
@@ -251,6 +284,21 @@ impl Replay {
         });
         Replay {
             url: format!("http://{addr}/"),
+        }
+    }
+}
+
+/// The first and last byte a `Range: bytes=...` header asks of a body of `len` bytes.
+fn byte_range(header: &str, len: usize) -> Option<(usize, usize)> {
+    let spec = header.strip_prefix("bytes=")?;
+    let (a, b) = spec.split_once('-')?;
+    let last = len.checked_sub(1)?;
+    match (a.trim(), b.trim()) {
+        ("", n) => Some((len.saturating_sub(n.parse().ok()?), last)),
+        (a, "") => Some((a.parse().ok().filter(|a| *a <= last)?, last)),
+        (a, b) => {
+            let a: usize = a.parse().ok()?;
+            Some((a, b.parse::<usize>().ok()?.min(last))).filter(|(a, b)| a <= b)
         }
     }
 }

@@ -462,6 +462,7 @@ pub fn parse(stdout: &str) -> Result<GpuRun, String> {
         .map(|g| BenchGpu {
             index: g.index,
             name: crate::text::excerpt(g.name.as_deref().unwrap_or("")),
+            memory_mib: g.memory_bytes.map(|b| b >> 20),
         })
         .collect();
     run.header = header;

@@ -58,11 +58,13 @@ fn the_arithmetic_of_a_constructed_two_gpu_run() {
         vec![
             BenchGpu {
                 index: 0,
-                name: "NVIDIA H200".into()
+                name: "NVIDIA H200".into(),
+                memory_mib: Some(143771),
             },
             BenchGpu {
                 index: 1,
-                name: "NVIDIA H200".into()
+                name: "NVIDIA H200".into(),
+                memory_mib: Some(143771),
             }
         ]
     );
