@@ -144,7 +144,14 @@ pub enum ReadError {
         at: usize,
     },
     /// Not UTF-8.
-    #[error("refusing {what} `{}`: it is not UTF-8 text (at byte {at})", shown(.path))]
+    #[error(
+        "refusing {what} `{}`: it is not UTF-8 text (at byte {at}){}",
+        shown(.path),
+        encoding.map(|e| format!(
+            "; it looks like {e}, as Excel and Windows editors save text on a Chinese system: save it as UTF-8 (\"CSV UTF-8\" in Excel), or convert it: iconv -f {} -t UTF-8",
+            if e == "UTF-16" { "UTF-16" } else { "GB18030" }
+        )).unwrap_or_else(|| "; save it as UTF-8".to_string())
+    )]
     NotUtf8 {
         /// What the file is for.
         what: String,
@@ -152,6 +159,8 @@ pub enum ReadError {
         path: PathBuf,
         /// The offset of the first byte that is not UTF-8.
         at: usize,
+        /// The encoding it looks like (`GBK`, `UTF-16`), when one does.
+        encoding: Option<&'static str>,
     },
     /// A path that cannot name a file: a loop of links, a name too long, a file used as a
     /// folder.
@@ -297,6 +306,15 @@ pub fn read_bytes(path: &Path, cap: u64, what: &str) -> Result<Vec<u8>, ReadErro
 /// else it is) or is not UTF-8.
 pub fn read_text(path: &Path, cap: u64, what: &str) -> Result<String, ReadError> {
     let bytes = read_bytes(path, cap, what)?;
+    // UTF-16 (Excel's "Unicode Text") is full of NULs: say what it is, not "not text".
+    if bytes.starts_with(&[0xFF, 0xFE]) || bytes.starts_with(&[0xFE, 0xFF]) {
+        return Err(ReadError::NotUtf8 {
+            what: what.to_string(),
+            path: path.to_path_buf(),
+            at: 0,
+            encoding: Some("UTF-16"),
+        });
+    }
     if let Some(at) = bytes.iter().position(|&b| b == 0) {
         return Err(ReadError::NotText {
             what: what.to_string(),
@@ -304,11 +322,38 @@ pub fn read_text(path: &Path, cap: u64, what: &str) -> Result<String, ReadError>
             at,
         });
     }
-    String::from_utf8(bytes).map_err(|e| ReadError::NotUtf8 {
-        what: what.to_string(),
-        path: path.to_path_buf(),
-        at: e.utf8_error().valid_up_to(),
+    String::from_utf8(bytes).map_err(|e| {
+        let encoding = looks_like_gbk(e.as_bytes()).then_some("GBK");
+        ReadError::NotUtf8 {
+            what: what.to_string(),
+            path: path.to_path_buf(),
+            at: e.utf8_error().valid_up_to(),
+            encoding,
+        }
     })
+}
+
+/// Whether every byte above ASCII pairs up as a GBK (GB18030 two-byte) character: a lead
+/// byte 0x81-0xFE, then a trail 0x40-0xFE but 0x7F. Chinese text that Excel saved as GBK
+/// does; Latin-1 text rarely does for long, and UTF-8 is tried first.
+fn looks_like_gbk(bytes: &[u8]) -> bool {
+    let mut i = 0;
+    let mut pairs = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if b < 0x80 {
+            i += 1;
+            continue;
+        }
+        let trail = bytes.get(i + 1).copied();
+        let ok = (0x81..=0xFE).contains(&b) && trail.is_some_and(|t| (0x40..=0xFE).contains(&t) && t != 0x7F);
+        if !ok {
+            return false;
+        }
+        pairs += 1;
+        i += 2;
+    }
+    pairs > 0
 }
 
 // ---------------------------------------------------------------------------------------
@@ -656,6 +701,46 @@ mod tests {
             read_text(&f, 10, "x").unwrap_err(),
             ReadError::NotUtf8 { at: 1, .. }
         ));
+    }
+
+    /// An offers CSV that Excel saved on a Chinese system: GBK ("名称,gpu" is
+    /// C3FB B3C6 2C 67 70 75), or UTF-16 with its byte-order mark ("Unicode Text").
+    #[test]
+    fn text_in_another_encoding_is_named_with_the_way_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("offers.csv");
+        std::fs::write(&f, b"\xc3\xfb\xb3\xc6,gpu\r\nA,\xcb\xc4\xbf\xa8 4090\r\n").unwrap();
+        let e = read_text(&f, 100, "offers").unwrap_err();
+        assert!(
+            matches!(
+                e,
+                ReadError::NotUtf8 {
+                    at: 0,
+                    encoding: Some("GBK"),
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        let msg = e.to_string();
+        assert!(msg.contains("looks like GBK"), "{msg}");
+        assert!(msg.contains("iconv -f GB18030 -t UTF-8"), "{msg}");
+        std::fs::write(&f, b"\xff\xfen\x00a\x00").unwrap();
+        let e = read_text(&f, 100, "offers").unwrap_err();
+        assert!(
+            matches!(
+                e,
+                ReadError::NotUtf8 {
+                    encoding: Some("UTF-16"),
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        // A byte that pairs with nothing is no GBK: only "save it as UTF-8".
+        std::fs::write(&f, b"caf\xe9\n").unwrap();
+        let msg = read_text(&f, 100, "offers").unwrap_err().to_string();
+        assert!(msg.ends_with("; save it as UTF-8"), "{msg}");
     }
 
     fn left(dir: &Path) -> Vec<String> {

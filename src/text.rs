@@ -60,16 +60,18 @@ pub fn terminal_safe(text: &str) -> String {
 /// At most [`EXCERPT_CHARS`] characters of `text`, terminal-safe, with `...` and the
 /// number of characters left out when it was longer: what an error may quote of an input.
 pub fn excerpt(text: &str) -> String {
+    excerpt_of(text, EXCERPT_CHARS)
+}
+
+/// [`excerpt`] at most `chars` characters long: for a message that may quote an input
+/// more than once (a parser's reason under its input).
+pub fn excerpt_of(text: &str, chars: usize) -> String {
     let total = text.chars().count();
-    if total <= EXCERPT_CHARS {
+    if total <= chars {
         return terminal_safe(text);
     }
-    let head: String = text.chars().take(EXCERPT_CHARS).collect();
-    format!(
-        "{}... ({} more characters)",
-        terminal_safe(&head),
-        total - EXCERPT_CHARS
-    )
+    let head: String = text.chars().take(chars).collect();
+    format!("{}... ({} more characters)", terminal_safe(&head), total - chars)
 }
 
 /// The text without ANSI escape sequences (`ESC [ ... final byte`): the classic Docker

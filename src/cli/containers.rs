@@ -146,7 +146,10 @@ fn plan(
 ) -> Result<Plan, CliError> {
     let db = open_db(db_dir)?;
     let mut q = stack.to_query(&db)?;
-    let (needs, requirement_files) = project.read_with_files()?;
+    let (mut needs, requirement_files) = project.read_with_files()?;
+    // What the image installs: the groups named, none by default (as `uv pip install -r
+    // pyproject.toml` does), so that the base follows what is really installed.
+    let extras = project.choose_extras(&mut needs, false)?;
     let from_project = needs.local_paths.clone();
     super::stack::add_to_query(&db, needs, &mut q);
     let answer = resolve::resolve(&*db, &q);
@@ -174,6 +177,7 @@ fn plan(
         gpus: q.gpus.iter().map(|g| g.gpu.compute_capability).collect(),
         requirements: requirements.iter().map(|(r, _)| r.clone()).collect(),
         pyproject: pyproject.as_ref().map(|(r, _)| r.clone()),
+        pyproject_extras: extras,
         requirements_from_project: from_project.iter().map(|(p, _)| p.clone()).collect(),
         generator: format!("gpuenv {}", env!("CARGO_PKG_VERSION")),
     })?;

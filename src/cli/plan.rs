@@ -95,9 +95,11 @@ pub struct PlanArgs {
     /// Model FLOPs utilization assumed for the time, a fraction (0.4) or percent (40%).
     #[arg(long, value_name = "FRACTION", default_value = "0.4")]
     pub mfu: String,
-    /// Price of one GPU for an hour, for the cost.
+    /// Price of one GPU for an hour, for the cost, as listings write it: `2.49`, `$2.49`,
+    /// `¥14.4/卡时`, `40元/时`, `$2.1/GPU-hr` (its currency is kept). A machine's price goes
+    /// in an --offers file, with its GPU count.
     #[arg(long, value_name = "PRICE")]
-    pub price: Option<f64>,
+    pub price: Option<String>,
     /// The currency of --price (CNY, RMB, USD, EUR, or ¥, $, €), printed with the costs.
     #[arg(long, value_name = "CURRENCY", requires = "price")]
     pub currency: Option<String>,
@@ -143,6 +145,28 @@ fn usage(flag: &str, e: impl std::fmt::Display) -> CliError {
     CliError::Usage(format!("{flag}: {e}"))
 }
 
+/// `--price` as listings write it (`¥14.4/卡时`, `40元/时`, `$2.1/GPU-hr`, `2.49`): per
+/// GPU-hour, its currency kept.
+fn read_price(text: &str) -> Result<crate::plan::offers::PriceText, CliError> {
+    let shown = crate::text::excerpt(text);
+    let p = crate::plan::offers::read_price(text).map_err(|e| usage("--price", format!("`{shown}`: {e}")))?;
+    if p.unit == Some(crate::plan::offers::PriceUnit::MachineHour) {
+        return Err(usage(
+            "--price",
+            format!(
+                "`{shown}` is a machine's price, and --price is one GPU's for an hour; give the price per GPU-hour, or put the machine in an --offers file (price_unit machine-hour, with its GPU count)"
+            ),
+        ));
+    }
+    if !(p.amount.is_finite() && (0.0..=1e6).contains(&p.amount)) {
+        return Err(usage(
+            "--price",
+            format!("`{shown}`: expected a price per GPU-hour from 0 to 1000000"),
+        ));
+    }
+    Ok(p)
+}
+
 /// The model: a count, a config file, or a compat-db record.
 fn model(db: &Db, a: &PlanArgs) -> Result<ModelShape, CliError> {
     if let Some(p) = &a.params {
@@ -164,13 +188,17 @@ fn model(db: &Db, a: &PlanArgs) -> Result<ModelShape, CliError> {
         let text = files::read_text(path, CONFIG_LIMIT, "model config").map_err(super::stack::read_error)?;
         return crate::plan::from_hf_config(&text, &files::shown(path)).map_err(|e| usage("--model", e));
     }
-    let rec = db.model(m).map_err(CliError::Lookup)?;
+    let (rec, read) = db.model_read(m).map_err(CliError::Lookup)?;
     // The linter holds every record's config to its count, so this fails only for a
     // database that was not linted; say which record, rather than plan from half a shape.
     let counted = rec
         .count()
         .map_err(|e| CliError::Usage(format!("--model: compat-db model/{}: {e}", rec.id)))?;
-    let mut shape = crate::plan::model::shape_of(&counted, &format!("compat-db model/{}", rec.id));
+    let source = match read {
+        Some(note) => format!("compat-db model/{} ({note})", rec.id),
+        None => format!("compat-db model/{}", rec.id),
+    };
+    let mut shape = crate::plan::model::shape_of(&counted, &source);
     // The record's own count is the one its sources were checked against.
     shape.params = rec.params;
     shape.active_params = rec.active_params.unwrap_or(rec.params);
@@ -374,11 +402,7 @@ pub fn run(
     if !a.dataset.is_finite() || a.dataset < 0.0 {
         return Err(usage("--dataset", "expected a size in GB, 0 or more"));
     }
-    if let Some(p) = a.price {
-        if !p.is_finite() || p < 0.0 {
-            return Err(usage("--price", "expected a price per GPU-hour, 0 or more"));
-        }
-    }
+    let price = a.price.as_deref().map(read_price).transpose()?;
     let currency = a
         .currency
         .as_deref()
@@ -394,6 +418,15 @@ pub fn run(
             })
         })
         .transpose()?;
+    let currency = match (currency, price.and_then(|p| p.currency)) {
+        (Some(flag), Some(sign)) if flag != sign => {
+            return Err(usage(
+                "--currency",
+                format!("{flag} contradicts the {sign} of --price; give one of them"),
+            ));
+        }
+        (flag, sign) => flag.or(sign),
+    };
     let tokens = a
         .tokens
         .as_deref()
@@ -409,7 +442,7 @@ pub fn run(
         only,
         tokens,
         mfu: mfu(&a.mfu)?,
-        price_per_gpu_hour: a.price,
+        price_per_gpu_hour: price.map(|p| p.amount),
         currency,
         dataset_gb: a.dataset,
         keep_checkpoints: a.keep_checkpoints,

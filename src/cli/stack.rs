@@ -18,13 +18,15 @@ use crate::resolve::{CudaAsk, GpuAsk, Pin, Query};
 /// What the project needs and what the machine has.
 #[derive(Debug, Args, Clone, Default)]
 pub struct StackArgs {
-    /// torch version or specifier: `2.4` (any 2.4.x), `2.7.0`, `>=2.4,<2.6`, `2.4.1+cu121`.
+    /// torch version or specifier: `2.4` (any 2.4.x), `2.7.0`, `>=2.4,<2.6`, `2.4.1+cu121`,
+    /// `torch==2.3.1`, `latest` (the newest release compat-db has).
     #[arg(long, value_name = "SPEC")]
     pub torch: Option<String>,
-    /// Python version or specifier: `3.11`, `3` (any 3.x), `>=3.10`.
+    /// Python version or specifier: `3.11`, `3` (any 3.x), `>=3.10`, or a tag (`py310`,
+    /// `cp310`, `python3.10`).
     #[arg(long, value_name = "SPEC")]
     pub python: Option<String>,
-    /// CUDA of the torch build: `12.1`, `12` (any 12.x), `>=12.4`, `cu121`, `cpu`.
+    /// CUDA of the torch build: `12.1`, `12` (any 12.x), `>=12.4`, `cu121`, `CUDA 12.1`, `cpu`.
     #[arg(long, value_name = "SPEC")]
     pub cuda: Option<String>,
     /// A GPU as listings and nvidia-smi write it (`H100`, `A100 80G SXM4`,
@@ -33,9 +35,13 @@ pub struct StackArgs {
     #[arg(long, value_name = "NAME")]
     pub gpu: Vec<String>,
     /// The NVIDIA driver: a version (`535.104.05`) or a branch (`535`, `R535`, `535.x`,
-    /// read as the branch's earliest release).
+    /// `535.xx`, `535+`, `driver 535 series`, read as the branch's earliest release).
     #[arg(long, value_name = "VERSION")]
     pub driver: Option<String>,
+    /// The driver as a listing gives it by its CUDA ("CUDA 12.4 driver"): the CUDA version
+    /// `nvidia-smi` shows, read as the first driver that gives it.
+    #[arg(long, value_name = "CUDA", conflicts_with = "driver")]
+    pub driver_cuda: Option<String>,
     /// The host's OS as in image tags (`ubuntu22.04`, `rockylinux9`, `centos7`): sets glibc.
     #[arg(long, value_name = "OS")]
     pub os: Option<String>,
@@ -64,6 +70,41 @@ fn series(flag: &str, of: SeriesOf, text: &str, q: &mut Query) -> Result<Version
         });
     }
     Ok(specs)
+}
+
+/// `--torch` words: `latest` is the newest torch release compat-db has (said in a `read:`
+/// line); `nightly` is refused, naming that release. Anything else is returned as given.
+fn torch_word(db: &Db, text: &str, q: &mut Query) -> Result<String, CliError> {
+    let word = text.trim().to_ascii_lowercase();
+    let newest = || {
+        db.torch
+            .iter()
+            .filter(|t| !t.version.any_prerelease())
+            .max_by(|a, b| a.version.cmp(&b.version))
+    };
+    match word.as_str() {
+        "latest" | "newest" | "stable" => {
+            let t =
+                newest().ok_or_else(|| CliError::Usage("--torch: compat-db has no torch release".into()))?;
+            q.readings.push(Reading {
+                input: "--torch".into(),
+                given: text.trim().to_string(),
+                read_as: format!("=={}", t.version),
+                note: format!(
+                    "`{}` read as torch {}, the newest release in compat-db{}",
+                    word,
+                    t.version,
+                    t.released.map(|d| format!(" (released {d})")).unwrap_or_default()
+                ),
+            });
+            Ok(format!("=={}", t.version))
+        }
+        "nightly" | "preview" | "main" => Err(CliError::Usage(format!(
+            "--torch: `{word}` is not judged: gpuenv judges torch releases, and a nightly build changes every day and has no record; the newest release compat-db has is {} (--torch {0}, or --torch latest)",
+            newest().map_or("-".to_string(), |t| t.version.to_string())
+        ))),
+        _ => Ok(text.to_string()),
+    }
 }
 
 /// GPUs as written (`8x H800`, `A100 80G SXM4`, a comma-separated list), each with the
@@ -109,9 +150,14 @@ pub(crate) fn driver_ask(
     flag: &str,
     text: &str,
 ) -> Result<(DriverVersion, Option<Reading>), CliError> {
-    let (v, note) = db
-        .driver_written(text)
-        .map_err(|e| CliError::Usage(format!("{flag}: {e}")))?;
+    // "CUDA 12.4 driver": a driver named by the CUDA it gives.
+    let by_cuda = flag == "--driver-cuda" || text.to_ascii_lowercase().contains("cuda");
+    let (v, note) = if by_cuda {
+        db.driver_for_cuda(text).map(|(v, n)| (v, Some(n)))
+    } else {
+        db.driver_written(text)
+    }
+    .map_err(|e| CliError::Usage(format!("{flag}: {e}")))?;
     let reading = note.map(|note| Reading {
         input: flag.to_string(),
         given: text.trim().to_string(),
@@ -131,6 +177,7 @@ impl StackArgs {
             cuda,
             gpu,
             driver,
+            driver_cuda,
             os,
             glibc,
             arch,
@@ -141,6 +188,7 @@ impl StackArgs {
             && cuda.is_none()
             && gpu.is_empty()
             && driver.is_none()
+            && driver_cuda.is_none()
             && os.is_none()
             && glibc.is_none()
             && arch.is_none()
@@ -151,7 +199,8 @@ impl StackArgs {
     pub fn to_query(&self, db: &Db) -> Result<Query, CliError> {
         let mut q = Query::default();
         if let Some(t) = &self.torch {
-            let specifiers = series("--torch", SeriesOf::Torch, t, &mut q)?;
+            let t = torch_word(db, t, &mut q)?;
+            let specifiers = series("--torch", SeriesOf::Torch, &t, &mut q)?;
             let variant = specifiers.iter().find_map(|s| local_variant(s.version()));
             q.torch.push(Pin {
                 specifiers,
@@ -183,10 +232,12 @@ impl StackArgs {
             q.gpus.extend(asks);
             q.readings.extend(readings);
         }
-        if let Some(d) = &self.driver {
-            let (v, reading) = driver_ask(db, "--driver", d)?;
-            q.driver = Some(v);
-            q.readings.extend(reading);
+        for (flag, d) in [("--driver", &self.driver), ("--driver-cuda", &self.driver_cuda)] {
+            if let Some(d) = d {
+                let (v, reading) = driver_ask(db, flag, d)?;
+                q.driver = Some(v);
+                q.readings.extend(reading);
+            }
         }
         if let Some(os) = &self.os {
             let glibc = glibc_of_os(os).ok_or_else(|| {
@@ -256,6 +307,14 @@ pub struct ProjectArgs {
     /// one more line of them.
     #[arg(long, value_name = "REQ")]
     pub require: Vec<String>,
+    /// An optional dependency group of the pyproject.toml to install
+    /// (`[project.optional-dependencies]`); repeat it for several. `dockerfile` and `build`
+    /// install none unless named; `query` and `check` judge every group unless some are.
+    #[arg(long, value_name = "NAME", requires = "pyproject")]
+    pub extra: Vec<String>,
+    /// Every optional dependency group of the pyproject.toml.
+    #[arg(long, requires = "pyproject", conflicts_with = "extra")]
+    pub all_extras: bool,
 }
 
 /// A project file's error as the command's: a refused file is bad input, an I/O failure
@@ -275,18 +334,40 @@ impl ProjectArgs {
             requirements,
             pyproject,
             require,
+            extra: _,
+            all_extras: _,
         } = self;
         requirements.is_none() && pyproject.is_none() && require.is_empty()
     }
 
-    /// Reads the project files named, merged.
+    /// Reads the project files named, merged, with every optional dependency group unless
+    /// `--extra` names some: what a question about the project must hold for.
     pub fn read(&self) -> Result<ProjectNeeds, CliError> {
-        Ok(self.read_with_files()?.0)
+        let (mut needs, _) = self.read_with_files()?;
+        self.choose_extras(&mut needs, true)?;
+        Ok(needs)
     }
 
-    /// [`ProjectArgs::read`], and the requirements file with every file it includes
-    /// (`-r`, `-c`) in the order pip reads them, as canonical paths (empty without
-    /// `--requirements`): one reading serves both.
+    /// The optional dependency groups `--extra`/`--all-extras` choose merged into `needs`
+    /// (all of them when neither is given and `default_all`); returns their names.
+    pub fn choose_extras(
+        &self,
+        needs: &mut ProjectNeeds,
+        default_all: bool,
+    ) -> Result<Vec<String>, CliError> {
+        let choice = crate::project::ExtrasChoice {
+            names: self.extra.clone(),
+            all: self.all_extras,
+        };
+        needs
+            .choose_extras(&choice, default_all)
+            .map_err(|e| CliError::Usage(format!("--extra: {e}")))
+    }
+
+    /// The project files read, merged, with the pyproject.toml's optional dependency groups
+    /// still apart (see [`ProjectArgs::choose_extras`]), and the requirements file with
+    /// every file it includes (`-r`, `-c`) in the order pip reads them, as canonical paths
+    /// (empty without `--requirements`): one reading serves both.
     pub fn read_with_files(&self) -> Result<(ProjectNeeds, Vec<PathBuf>), CliError> {
         let (mut needs, files) =
             crate::project::read_files(self.pyproject.as_deref(), self.requirements.as_deref()).map_err(

@@ -90,6 +90,10 @@ pub(crate) fn model_keys(name: &str) -> Vec<String> {
     keys
 }
 
+/// Words after a model's name that leave its shape as it is: fine-tunes for chat and
+/// instructions, and the Hub's `-hf` conversions.
+const SHAPE_NEUTRAL_SUFFIXES: [&str; 6] = ["instruct", "chat", "it", "base", "hf", "sft"];
+
 /// A GPU name read as tokens.
 #[derive(Debug, Clone, Default, PartialEq)]
 struct GpuTokens {
@@ -695,14 +699,41 @@ impl Db {
     /// without an organization before a `/` as on the Hugging Face Hub
     /// (`meta-llama/Llama-2-70b-hf`). Unknown names suggest the closest ones.
     pub fn model(&self, name: &str) -> Result<&Model, LookupError> {
-        let wanted = model_keys(name);
-        let found = self.models.iter().find(|m| {
-            std::iter::once(&m.name)
-                .chain(&m.aliases)
-                .any(|n| model_keys(n).iter().any(|k| wanted.contains(k)))
-        });
-        if let Some(m) = found {
-            return Ok(m);
+        self.model_read(name).map(|(m, _)| m)
+    }
+
+    /// [`Db::model`], and how the name was read when a suffix that leaves the shape as it
+    /// is was set aside: `Qwen2.5-72B-Instruct`, `gemma-2-9b-it` and `Llama-2-7b-chat-hf`
+    /// have their base model's weights, layer for layer. A quantized name (`-AWQ`,
+    /// `-GPTQ-Int4`, `-FP8`) is not read as its base: its weights take other bytes.
+    pub fn model_read(&self, name: &str) -> Result<(&Model, Option<String>), LookupError> {
+        let find = |text: &str| {
+            let wanted = model_keys(text);
+            self.models.iter().find(|m| {
+                std::iter::once(&m.name)
+                    .chain(&m.aliases)
+                    .any(|n| model_keys(n).iter().any(|k| wanted.contains(k)))
+            })
+        };
+        if let Some(m) = find(name) {
+            return Ok((m, None));
+        }
+        let repo = name.trim().rsplit_once('/').map_or(name.trim(), |(_, r)| r);
+        let mut base = repo;
+        while let Some((head, last)) = base.rsplit_once(['-', '_', ' ', '.']) {
+            if !SHAPE_NEUTRAL_SUFFIXES.contains(&last.to_ascii_lowercase().as_str()) {
+                break;
+            }
+            base = head;
+            if let Some(m) = find(base) {
+                let note = format!(
+                    "`{}` read as {}: a `-{}` checkpoint has its base model's shape",
+                    crate::text::excerpt(name.trim()),
+                    m.name,
+                    &repo[base.len() + 1..]
+                );
+                return Ok((m, Some(note)));
+            }
         }
         let candidates = self.models.iter().flat_map(|m| {
             std::iter::once((m.name.clone(), m.name.as_str()))
@@ -954,6 +985,58 @@ impl Db {
                     )),
                 }
             }
+        }
+    }
+
+    /// The first driver whose CUDA (the version `nvidia-smi` shows) is `cuda`: what a
+    /// listing's "CUDA 12.4 driver" means. Read as the least Linux minimum driver of the
+    /// `cuda` toolkits compat-db has (12.4.0's 550.54.14, not 12.4.1's 550.54.15), with a
+    /// note saying so.
+    pub fn driver_for_cuda(&self, text: &str) -> Result<(DriverVersion, String), ParseError> {
+        const WHAT: &str = "CUDA version of a driver";
+        let t = text.trim();
+        let words: Vec<&str> = t
+            .split_whitespace()
+            .filter(|w| {
+                !matches!(
+                    w.to_ascii_lowercase().as_str(),
+                    "cuda" | "driver" | "nvidia" | "version"
+                )
+            })
+            .collect();
+        let digits = match words.as_slice() {
+            [one] => one.trim_start_matches(|c: char| c.is_ascii_alphabetic()),
+            _ => t,
+        };
+        let want: CudaVersion = digits.parse().map_err(|_| {
+            ParseError::new(
+                WHAT,
+                text,
+                "expected the CUDA version nvidia-smi shows for the driver: 12.4, `CUDA 12.4`",
+            )
+        })?;
+        let (major, minor) = want.major_minor();
+        let first = self
+            .cuda
+            .iter()
+            .filter(|c| c.version.major_minor() == (major, minor))
+            .filter_map(|c| c.min_driver_linux.clone().map(|d| (d, c.version.clone())))
+            .min_by(|a, b| a.0.cmp(&b.0));
+        match first {
+            Some((driver, toolkit)) => {
+                let note = format!(
+                    "`{}` read as driver {driver}: the first whose CUDA is {major}.{minor} (CUDA {toolkit}'s Linux minimum); a later driver can only do better",
+                    crate::text::excerpt(t)
+                );
+                Ok((driver, note))
+            }
+            None => Err(ParseError::new(
+                WHAT,
+                text,
+                format!(
+                    "compat-db has no CUDA {major}.{minor} toolkit with a driver minimum; give the driver version nvidia-smi prints"
+                ),
+            )),
         }
     }
 

@@ -87,6 +87,9 @@ pub struct Request<'a> {
     /// The project's pyproject.toml relative to the build context, when its
     /// `[project] dependencies` are to be installed.
     pub pyproject: Option<String>,
+    /// The optional dependency groups of the pyproject.toml to install (`--extra`), PEP 685
+    /// normalized; their requirements are among those the base was chosen for.
+    pub pyproject_extras: Vec<String>,
     /// What the requirements install from the project tree itself (`-e .`,
     /// `./libs/pkg`), as written: then they are installed after the project is copied.
     pub requirements_from_project: Vec<String>,
@@ -795,6 +798,15 @@ fn project_install(t: &mut String, p: &Plan<'_>) {
             "The dependencies pyproject.toml lists, before the rest of the project too: uv \
              reads `[project] dependencies` without building the project, and torch's pins hold.",
         );
+        if !req.pyproject_extras.is_empty() {
+            comment(
+                &mut c,
+                &format!(
+                    "With its optional dependency groups {} (--extra).",
+                    req.pyproject_extras.join(", ")
+                ),
+            );
+        }
         w(c.trim_end());
         let dest = match pyproject.rsplit_once('/') {
             Some((dir, _)) => format!("{dir}/"),
@@ -805,8 +817,13 @@ fn project_install(t: &mut String, p: &Plan<'_>) {
             .iter()
             .map(|p| format!(" --no-build-isolation-package {p}"))
             .collect();
+        let extras: String = req
+            .pyproject_extras
+            .iter()
+            .map(|e| format!(" --extra {e}"))
+            .collect();
         w(&format!(
-            "RUN uv pip install{unisolated} -r {pyproject} -c {VENV}/constraints-torch.txt"
+            "RUN uv pip install{unisolated} -r {pyproject}{extras} -c {VENV}/constraints-torch.txt"
         ));
     }
     w(&format!("COPY --chown={APP_UID}:{APP_UID} . ."));

@@ -60,6 +60,7 @@ fn request_with(
         gpus,
         requirements: reqs.iter().map(|r| r.to_string()).collect(),
         pyproject: pyproject.map(str::to_string),
+        pyproject_extras: Vec::new(),
         requirements_from_project: from_project.iter().map(|p| p.to_string()).collect(),
         generator: "gpuenv test".into(),
     })
@@ -410,13 +411,30 @@ fn request_from_project(
     text: &str,
     pyproject: bool,
 ) -> Result<Dockerfile, DockerfileError> {
+    request_with_extras(torch, python, text, pyproject, &[])
+}
+
+/// [`request_from_project`] with the pyproject.toml's optional dependency groups `extras`
+/// installed, as `dockerfile --extra` asks.
+fn request_with_extras(
+    torch: &str,
+    python: &str,
+    text: &str,
+    pyproject: bool,
+    extras: &[&str],
+) -> Result<Dockerfile, DockerfileError> {
     let db = Db::embedded().unwrap();
     let (s, rel) = stack(torch, python, None);
-    let needs = if pyproject {
+    let mut needs = if pyproject {
         crate::project::parse_pyproject("pyproject.toml", text).unwrap()
     } else {
         crate::project::parse_requirements("requirements.txt", text).unwrap()
     };
+    let choice = crate::project::ExtrasChoice {
+        names: extras.iter().map(|e| e.to_string()).collect(),
+        all: false,
+    };
+    let chosen = needs.choose_extras(&choice, false).unwrap();
     let from = crate::resolve::extensions::implied(&db.packages, &db.python, &needs.requirements);
     generate(&Request {
         stack: &s,
@@ -432,9 +450,61 @@ fn request_from_project(
             vec!["requirements.txt".into()]
         },
         pyproject: pyproject.then(|| "pyproject.toml".to_string()),
+        pyproject_extras: chosen,
         requirements_from_project: Vec::new(),
         generator: "gpuenv test".into(),
     })
+}
+
+/// An optional dependency group is installed only when chosen, and the base follows what
+/// is installed: flash-attn in `[project.optional-dependencies] train` makes the devel base
+/// only with `--extra train`, whose install line then names it.
+#[test]
+fn optional_dependencies_are_installed_when_chosen_and_decide_the_base() {
+    let pyproject = "[project]\nname = \"p\"\nversion = \"0\"\ndependencies = [\"numpy\"]\n\n\
+                     [project.optional-dependencies]\ntrain = [\"flash-attn==2.7.4.post1\"]\nDocs = [\"sphinx\"]\n";
+    let d = request_with_extras("2.6.0+cu124", "3.11", pyproject, true, &[]).unwrap();
+    assert_eq!(d.base.image, "nvidia/cuda:12.4.1-base-ubuntu22.04");
+    assert!(
+        d.text
+            .contains("RUN uv pip install -r pyproject.toml -c /opt/venv/constraints-torch.txt"),
+        "{}",
+        d.text
+    );
+    let d = request_with_extras("2.6.0+cu124", "3.11", pyproject, true, &["train", "docs"]).unwrap();
+    assert_eq!(d.base.image, "nvidia/cuda:12.4.1-devel-ubuntu22.04");
+    assert!(
+        d.text
+            .contains("-r pyproject.toml --extra train --extra docs -c /opt/venv/constraints-torch.txt"),
+        "{}",
+        d.text
+    );
+    assert!(
+        d.text
+            .contains("With its optional dependency groups train, docs (--extra)."),
+        "{}",
+        d.text
+    );
+    // A group the file does not have is named with those it has.
+    let mut needs = crate::project::parse_pyproject("pyproject.toml", pyproject).unwrap();
+    let e = needs
+        .choose_extras(
+            &crate::project::ExtrasChoice {
+                names: vec!["gpu".into()],
+                all: false,
+            },
+            false,
+        )
+        .unwrap_err();
+    assert!(e.contains("it has train, docs"), "{e}");
+    // A name that would not survive an install line is refused, not written.
+    let hostile = "[project]\nname = \"p\"\nversion = \"0\"\n[project.optional-dependencies]\n\"a;curl x|sh\" = [\"numpy\"]\n";
+    let mut needs = crate::project::parse_pyproject("pyproject.toml", hostile).unwrap();
+    let all = crate::project::ExtrasChoice {
+        names: Vec::new(),
+        all: true,
+    };
+    assert!(needs.choose_extras(&all, false).is_err());
 }
 
 #[test]

@@ -292,7 +292,7 @@ impl Item {
             }
             Item::Topology => "\"nvswitch\" or \"pcie\"",
             Item::CpuModel => {
-                "words of the CPU model name as a string (\"EPYC 7T83\", \"2x EPYC 7T83\", \"Xeon*8480\")"
+                "words of the CPU model name as a string (\"EPYC 7T83\", \"2x EPYC 7T83\", \"2路EPYC 7T83\", \"Xeon*8480\")"
             }
             Item::Sockets => "a whole number of CPU sockets above 0",
             Item::DataDiskType => "\"nvme\", \"ssd\" or \"hdd\"",
@@ -1063,17 +1063,34 @@ fn whole(raw: &Raw<'_>, max: u32) -> Result<u32, String> {
     Ok(n as u32)
 }
 
-/// `"2x EPYC 7T83"`: the count in front (`2x`, `2 x`, `2×`) and the rest.
+/// Chinese words for a socket count in front of a CPU model (`双路 EPYC 7T83`).
+const SOCKET_WORDS: [(&str, u32); 5] = [("单路", 1), ("双路", 2), ("两路", 2), ("四路", 4), ("八路", 8)];
+
+/// `"2x EPYC 7T83"`: the count in front and the rest. A count is written `2x`, `2 x`,
+/// `2×`, `2*`, `2P` (each before a space), or as Chinese listings do, `2路EPYC` and
+/// `双路 EPYC`.
 pub fn split_count(text: &str) -> (Option<u32>, String) {
     let t = text.trim();
+    for (word, n) in SOCKET_WORDS {
+        if let Some(rest) = t.strip_prefix(word).filter(|r| !r.trim().is_empty()) {
+            return (Some(n), rest.trim().to_string());
+        }
+    }
     let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     if digits > 0 {
         let rest = t[digits..].trim_start();
+        // `路` ("way") needs no space after it; a letter-like sign does, or `7763x` and
+        // `7773P` would be counts.
         let after = rest
-            .strip_prefix('x')
-            .or_else(|| rest.strip_prefix('X'))
-            .or_else(|| rest.strip_prefix('×'));
-        if let Some(after) = after.filter(|a| a.starts_with(char::is_whitespace)) {
+            .strip_prefix('路')
+            .or_else(|| {
+                ['x', 'X', '×', '*', 'P', 'p']
+                    .iter()
+                    .find_map(|c| rest.strip_prefix(*c))
+                    .filter(|a| a.starts_with(char::is_whitespace))
+            })
+            .filter(|a| !a.trim().is_empty());
+        if let Some(after) = after {
             if let Ok(n) = t[..digits].parse::<u32>() {
                 if n > 0 {
                     return (Some(n), after.trim().to_string());
@@ -1419,6 +1436,16 @@ mod tests {
         // A model number is not a count.
         assert_eq!(split_count("7763x"), (None, "7763x".into()));
         assert_eq!(split_count("0x EPYC"), (None, "0x EPYC".into()));
+        // As Chinese listings and the buyer's guides write dual-socket machines.
+        assert_eq!(split_count("2路EPYC 7T83"), (Some(2), "EPYC 7T83".into()));
+        assert_eq!(split_count("2路 EPYC 7T83"), (Some(2), "EPYC 7T83".into()));
+        assert_eq!(split_count("双路 Xeon 8480+"), (Some(2), "Xeon 8480+".into()));
+        assert_eq!(split_count("双路EPYC 9654"), (Some(2), "EPYC 9654".into()));
+        assert_eq!(split_count("2P EPYC 9654"), (Some(2), "EPYC 9654".into()));
+        assert_eq!(split_count("2* EPYC 9654"), (Some(2), "EPYC 9654".into()));
+        // A model number with a P after it is no count; nor is a count with nothing after.
+        assert_eq!(split_count("7773P"), (None, "7773P".into()));
+        assert_eq!(split_count("2路"), (None, "2路".into()));
     }
 
     #[test]

@@ -1,8 +1,16 @@
 //! The one error type of the model: a string that is not the value it should be.
 
+/// The most characters of a reason an error prints: a parser's reason may quote the input
+/// again, and a 5,000-character input must not make a 10 KB message.
+const REASON_CHARS: usize = 400;
+
 /// A value that does not parse: names the input, what was expected and where it went wrong.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid {what} `{input}`: {reason}")]
+#[error(
+    "invalid {what} `{}`: {}",
+    crate::text::excerpt(input),
+    crate::text::excerpt_of(reason, REASON_CHARS)
+)]
 pub struct ParseError {
     /// What the input should have been, e.g. "CUDA version".
     pub what: &'static str,

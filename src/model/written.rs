@@ -1,4 +1,4 @@
-//! Values as people write them: GPU counts (`8x H800`, `A800*8`, `8卡 A800`), driver
+//! Values as people write them: GPU counts (`8x H800`, `A800*8`, `8卡 A800`, `8张A100`), driver
 //! branches and driver requirements (`535`, `R535`, `535.x`, `>=535.104.05`), and bare
 //! versions that mean a series (`--torch 2.4` is any 2.4.x).
 //!
@@ -42,7 +42,7 @@ pub struct Reading {
 
 /// A separator between a count and a GPU name, before or after it.
 fn is_count_sep(c: char) -> bool {
-    matches!(c, 'x' | 'X' | '×' | '*' | '卡')
+    matches!(c, 'x' | 'X' | '×' | '*' | '卡' | '张')
 }
 
 /// Every way `text` can be read as `(name, count)`, most literal first: the whole text as a
@@ -110,7 +110,7 @@ pub fn count_candidates(text: &str) -> Vec<Result<(String, u32), ParseError>> {
             }
         }
     }
-    if let Some(rest) = t.strip_suffix('卡') {
+    if let Some(rest) = t.strip_suffix(['卡', '张']) {
         let rest = rest.trim_end();
         let d = rest.chars().rev().take_while(|c| c.is_ascii_digit()).count();
         let rc: Vec<char> = rest.chars().collect();
@@ -149,8 +149,25 @@ impl FromStr for DriverInput {
     fn from_str(input: &str) -> Result<Self, ParseError> {
         const WHAT: &str = "driver version";
         let t = input.trim();
+        // Words listings put around a branch: "driver 570 series", "NVIDIA driver R570".
+        let words: Vec<&str> = t
+            .split_whitespace()
+            .filter(|w| {
+                !matches!(
+                    w.to_ascii_lowercase().as_str(),
+                    "driver" | "drivers" | "nvidia" | "series" | "branch"
+                )
+            })
+            .collect();
+        let t = match words.as_slice() {
+            [one] => *one,
+            _ => t,
+        };
         let t = t.strip_prefix(['R', 'r']).unwrap_or(t);
-        let branch_text = [".x", ".X", ".*"]
+        // `550+` where one driver is meant: the branch, whose first release is the least it
+        // admits (a requirement reads it as `>=550`, see [`DriverReq`]).
+        let t = t.strip_suffix('+').unwrap_or(t);
+        let branch_text = [".xx", ".XX", ".x", ".X", ".*"]
             .iter()
             .find_map(|s| t.strip_suffix(s))
             .unwrap_or(t);
@@ -160,7 +177,7 @@ impl FromStr for DriverInput {
                 _ => Err(ParseError::new(
                     WHAT,
                     input,
-                    "a branch is a number like 535 (R535)",
+                    "a branch is a number like 535 (R535, 535.x, 535.xx, 535+)",
                 )),
             };
         }
@@ -169,7 +186,7 @@ impl FromStr for DriverInput {
                 WHAT,
                 input,
                 format!(
-                    "{}; expected a release (535.104.05) or a branch (535, R535, 535.x)",
+                    "{}; expected a release (535.104.05), a branch (535, R535, 535.x, 535.xx, 535+, `driver 535 series`) or, with --driver-cuda, the CUDA version nvidia-smi shows",
                     e.reason
                 ),
             )
@@ -252,6 +269,17 @@ impl FromStr for DriverReq {
         let mut clauses = Vec::new();
         for clause in text.split(',') {
             let c = clause.trim();
+            // `550+` is how listings write `>=550`.
+            if let Some(head) = c
+                .strip_suffix('+')
+                .filter(|h| h.starts_with(|ch: char| ch.is_ascii_alphanumeric()))
+            {
+                let want: DriverInput = head.parse().map_err(|e: ParseError| {
+                    ParseError::new(WHAT, input, format!("in `{c}`: {}", e.reason))
+                })?;
+                clauses.push((DriverOp::Ge, want));
+                continue;
+            }
             let (op, rest) = [
                 (">=", DriverOp::Ge),
                 ("<=", DriverOp::Le),
@@ -304,21 +332,96 @@ impl SeriesOf {
     }
 }
 
+impl SeriesOf {
+    /// What it is called in a note (`Python 3.10`).
+    fn label(self) -> &'static str {
+        match self {
+            SeriesOf::Torch => "torch",
+            SeriesOf::Python => "Python",
+            SeriesOf::Cuda => "CUDA",
+        }
+    }
+
+    /// The forms an input may take, for an error that says what to type.
+    fn forms(self) -> &'static str {
+        match self {
+            SeriesOf::Torch => {
+                "a version (2.4, 2.4.1, 2.4.1+cu121), a specifier (>=2.4,<2.6), `torch==2.4.1` or `latest`"
+            }
+            SeriesOf::Python => {
+                "a version (3.10, 3.10.*), a specifier (>=3.9,<3.13), or a tag as wheels and images write it (py310, cp310, python3.10)"
+            }
+            SeriesOf::Cuda => {
+                "a version (12.4, 12.4.1), a specifier (>=12.1), `CUDA 12.4` or a build tag (cu124)"
+            }
+        }
+    }
+
+    /// The names people put before a version of it, longest first (`python3.10`,
+    /// `cp310`, `torch==2.3.1`, `PyTorch 2.8`, `CUDA 12.4`).
+    fn prefixes(self) -> &'static [&'static str] {
+        match self {
+            SeriesOf::Torch => &["pytorch", "torch"],
+            SeriesOf::Python => &["cpython", "python", "cp", "py"],
+            SeriesOf::Cuda => &["cuda", "cu"],
+        }
+    }
+}
+
+/// A version as chats, listings and wheel tags write it, rewritten to what [`read_series`]
+/// reads: the package's name in front (`torch==2.3.1`, `PyTorch 2.8`, `python3.10`,
+/// `CUDA 12.4`), a tag without its dot (`cp310`, `py310`, `cu124`), a `v` (`v2.4.1`).
+/// Returns the text to read and, when it was rewritten, a note.
+fn spelled(of: SeriesOf, text: &str) -> (String, Option<String>) {
+    let lower = text.to_ascii_lowercase();
+    let named = of
+        .prefixes()
+        .iter()
+        .find_map(|p| lower.strip_prefix(p).map(|_| &text[p.len()..]));
+    let rest = named.unwrap_or(text).trim_start_matches([' ', '-', '_']);
+    let rest = rest
+        .strip_prefix(['v', 'V'])
+        .filter(|r| r.starts_with(|c: char| c.is_ascii_digit()))
+        .unwrap_or(rest);
+    // A tag writes major and minor without a dot: `310` (Python 3.10), `124` (CUDA 12.4).
+    let undotted = match of {
+        SeriesOf::Python if named.is_some() => split_tag(rest, 1),
+        SeriesOf::Cuda if named.is_some() => split_tag(rest, rest.len().saturating_sub(1)),
+        _ => None,
+    };
+    let read = undotted.unwrap_or_else(|| rest.to_string());
+    if read == text {
+        return (read, None);
+    }
+    let note = format!("`{}` read as {} {read}", crate::text::excerpt(text), of.label());
+    (read, Some(note))
+}
+
+/// `310` split after `at` digits into `3.10`; `None` unless it is all digits, 2 to 3 long.
+fn split_tag(digits: &str, at: usize) -> Option<String> {
+    let ok = (2..=3).contains(&digits.len()) && digits.chars().all(|c| c.is_ascii_digit()) && at > 0;
+    ok.then(|| format!("{}.{}", &digits[..at], &digits[at..]))
+}
+
 /// Reads a version requirement as people type it on a command line. A bare version means
 /// a series (`2.4`, `2.4.x`, `2.4.*` are all `==2.4.*`); a full one is exact (`2.4.1`);
-/// a clause with an operator keeps its PEP 440 meaning (`==2.4` is 2.4.0). Returns the
-/// specifiers and, when the reading is not literal, a note saying how it was read.
+/// a clause with an operator keeps its PEP 440 meaning (`==2.4` is 2.4.0). The name of the
+/// thing may lead (`torch==2.3.1`, `python3.10`, `CUDA 12.4`), and Python and CUDA may be
+/// written as tags (`cp310`, `cu124`). Returns the specifiers and, when the reading is not
+/// literal, a note saying how it was read.
 pub fn read_series(of: SeriesOf, input: &str) -> Result<(VersionSpecifiers, Option<String>), ParseError> {
-    let text = input.trim();
-    if text.is_empty() {
+    let trimmed = input.trim();
+    if trimmed.is_empty() {
         return Err(ParseError::new(
             "version specifier",
             input,
-            "expected a version (2.4, 2.4.1) or a specifier (>=2.4,<2.6)",
+            format!("expected {}", of.forms()),
         ));
     }
+    let (text, respelled) = spelled(of, trimmed);
+    let text = text.as_str();
     let mut clauses = Vec::new();
-    let mut notes = Vec::new();
+    let mut notes: Vec<String> = respelled.into_iter().collect();
     for clause in text.split(',') {
         let c = clause.trim();
         if c.starts_with(|ch: char| ch.is_ascii_digit()) {
@@ -337,7 +440,8 @@ pub fn read_series(of: SeriesOf, input: &str) -> Result<(VersionSpecifiers, Opti
         }
     }
     let joined = clauses.join(",");
-    let specs = parse_specifiers(&joined).map_err(|e| ParseError::new(e.what, input, e.reason))?;
+    let specs = parse_specifiers(&joined)
+        .map_err(|_| ParseError::new("version specifier", input, format!("expected {}", of.forms())))?;
     let note = (!notes.is_empty()).then(|| notes.join("; "));
     Ok((specs, note))
 }
@@ -396,6 +500,8 @@ mod tests {
             ("8×A800", "A800", 8),
             ("8 × A800", "A800", 8),
             ("8卡 A800", "A800", 8),
+            ("8张A100", "A100", 8),
+            ("A100 8张", "A100", 8),
             ("8卡A800", "A800", 8),
             ("A800 8卡", "A800", 8),
             ("2X RTX 4090", "RTX 4090", 2),
@@ -463,7 +569,25 @@ mod tests {
             assert!(bad.parse::<DriverInput>().is_err(), "{bad}");
         }
         let e = "535.abc".parse::<DriverInput>().unwrap_err();
-        assert!(e.to_string().contains("or a branch (535, R535, 535.x)"), "{e}");
+        assert!(
+            e.to_string().contains("a branch (535, R535, 535.x, 535.xx, 535+"),
+            "{e}"
+        );
+        // Listings' spellings of a branch.
+        for text in [
+            "550.xx",
+            "550.XX",
+            "550+",
+            "driver 550 series",
+            "NVIDIA driver R550",
+            "R550 branch",
+        ] {
+            assert_eq!(
+                text.parse::<DriverInput>().unwrap(),
+                DriverInput::Branch(550),
+                "{text}"
+            );
+        }
     }
 
     #[test]

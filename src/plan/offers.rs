@@ -267,6 +267,9 @@ fn read_cpus(text: &str) -> Option<u32> {
 /// Reads an offers file: TOML (`[[offer]]` tables) when `name` ends in `.toml`, CSV with a
 /// header row otherwise. Every bad row is reported, naming the row and the field.
 pub fn parse(name: &str, text: &str) -> Result<Vec<Offer>, Vec<String>> {
+    // Excel's "CSV UTF-8" starts with a byte-order mark, which would make the first
+    // column `\u{feff}name`, unknown and invisible in the message.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let offers = if name.to_ascii_lowercase().ends_with(".toml") {
         parse_toml(name, text)?
     } else {
@@ -820,6 +823,21 @@ mod tests {
         rank(&mut v);
         let names: Vec<&str> = v.iter().map(|o| o.offer.name.as_str()).collect();
         assert_eq!(names, ["cheap", "dear", "unknown", "nostack", "nofit"]);
+    }
+
+    /// A CSV saved by Excel as "CSV UTF-8": a byte-order mark and CRLF line ends.
+    #[test]
+    fn an_excel_csv_reads_as_written() {
+        let offers = parse(
+            "offers.csv",
+            "\u{feff}name,gpu,count,price_per_hour\r\nA,4090,8,¥14.4/卡时\r\nB,A800 80G,8,40元/时\r\n",
+        )
+        .unwrap();
+        assert_eq!(offers.len(), 2);
+        assert_eq!(offers[0].name, "A");
+        assert_eq!(offers[0].currency, Some(Currency::Cny));
+        assert_eq!(offers[0].price_unit, Some(PriceUnit::GpuHour));
+        assert_eq!(offers[1].gpu, "A800 80G");
     }
 
     /// Prices as Chinese and western listings write them.

@@ -127,6 +127,20 @@ pub struct ProjectNeeds {
     pub local_paths: Vec<(String, Origin)>,
     /// Every requirement on a named project (torch's too), in the order written.
     pub requirements: Vec<Requirement>,
+    /// pyproject.toml's optional dependency groups (`project.optional-dependencies`), by
+    /// their PEP 685 normalized names, each kept apart until [`ProjectNeeds::choose_extras`]
+    /// says which are installed.
+    pub extras: Vec<(String, ProjectNeeds)>,
+}
+
+/// Which optional dependency groups of a pyproject.toml are installed: those named
+/// (`--extra`), every one (`--all-extras`), or, when neither is said, the caller's default.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExtrasChoice {
+    /// The groups named, as written.
+    pub names: Vec<String>,
+    /// Every group.
+    pub all: bool,
 }
 
 impl ProjectNeeds {
@@ -143,6 +157,7 @@ impl ProjectNeeds {
             includes,
             local_paths,
             requirements,
+            extras,
         } = other;
         self.torch.extend(torch);
         self.torchvision.extend(torchvision);
@@ -154,6 +169,55 @@ impl ProjectNeeds {
         self.includes.extend(includes);
         self.local_paths.extend(local_paths);
         self.requirements.extend(requirements);
+        self.extras.extend(extras);
+    }
+
+    /// Merges the optional dependency groups `choice` names (every one when `choice.all`,
+    /// or when nothing is named and `default_all`) into the rest, and drops the others;
+    /// returns the groups installed, normalized. A name no group has is an error that
+    /// lists those there are.
+    pub fn choose_extras(&mut self, choice: &ExtrasChoice, default_all: bool) -> Result<Vec<String>, String> {
+        let groups = std::mem::take(&mut self.extras);
+        let all = choice.all || (choice.names.is_empty() && default_all);
+        let mut wanted = Vec::new();
+        for name in &choice.names {
+            let n = pep508::normalize_name(name.trim());
+            if !groups.iter().any(|(g, _)| *g == n) {
+                let known: Vec<&str> = groups.iter().map(|(g, _)| g.as_str()).collect();
+                return Err(format!(
+                    "`{}` is no optional dependency group of the pyproject.toml; it has {}",
+                    excerpt(name),
+                    if known.is_empty() {
+                        "none".to_string()
+                    } else {
+                        known.join(", ")
+                    }
+                ));
+            }
+            if !wanted.contains(&n) {
+                wanted.push(n);
+            }
+        }
+        let mut chosen = Vec::new();
+        for (name, needs) in groups {
+            if all || wanted.contains(&name) {
+                // The name goes into an install line (`--extra NAME`): only what PEP 685
+                // makes of a valid one.
+                let valid = !name.is_empty()
+                    && name
+                        .split('-')
+                        .all(|w| !w.is_empty() && w.chars().all(|c| c.is_ascii_alphanumeric()));
+                if !valid {
+                    return Err(format!(
+                        "the optional dependency group `{}` has no valid name (PEP 685: letters, digits and -, _ or . between them)",
+                        excerpt(&name)
+                    ));
+                }
+                chosen.push(name);
+                self.merge(needs);
+            }
+        }
+        Ok(chosen)
     }
 
     fn pins_of(&mut self, normalized_name: &str) -> Option<&mut Vec<Pin>> {
@@ -872,7 +936,8 @@ fn a_or_an(type_name: &str) -> String {
 /// Parses a `pyproject.toml`. `file` is the name to put in messages and origins.
 ///
 /// Reads `project.requires-python`, `project.dependencies`,
-/// `project.optional-dependencies.*` (an extra constrains whoever installs it),
+/// `project.optional-dependencies.*` (kept apart in [`ProjectNeeds::extras`]: an extra
+/// constrains whoever installs it, see [`ProjectNeeds::choose_extras`]),
 /// `dependency-groups.*` and the URLs of `[[tool.uv.index]]`. A file without `[project]`
 /// gives empty needs.
 pub fn parse_pyproject(file: &str, text: &str) -> Result<ProjectNeeds, InputError> {
@@ -917,7 +982,13 @@ pub fn parse_pyproject(file: &str, text: &str) -> Result<ProjectNeeds, InputErro
         if let Some(extras) = doc.table(project, "optional-dependencies", "project.optional-dependencies")? {
             for (name, value) in extras {
                 let key = format!("project.optional-dependencies.{}", excerpt(name.get_ref()));
-                doc.requirements(&key, value, false, &mut needs)?;
+                // Kept apart: installed only when chosen (`--extra`, `--all-extras`).
+                let mut group = ProjectNeeds::default();
+                doc.requirements(&key, value, false, &mut group)?;
+                for r in &mut group.requirements {
+                    r.pyproject = true;
+                }
+                needs.extras.push((pep508::normalize_name(name.get_ref()), group));
             }
         }
     }
@@ -999,9 +1070,13 @@ mod tests {
         }
     }
 
+    /// The file's needs with every optional dependency group, as a query reads them.
     fn pyproject(text: &str) -> ProjectNeeds {
         match parse_pyproject("pyproject.toml", text) {
-            Ok(needs) => needs,
+            Ok(mut needs) => {
+                needs.choose_extras(&ExtrasChoice::default(), true).unwrap();
+                needs
+            }
             Err(e) => panic!("{e}"),
         }
     }
@@ -1287,14 +1362,15 @@ torch==2.4.1
                 ("numpy", "pyproject.toml: project.dependencies[0]"),
                 ("torch", "pyproject.toml: project.dependencies[1]"),
                 ("torchvision", "pyproject.toml: project.dependencies[2]"),
+                ("pytest", "pyproject.toml: dependency-groups.dev[0]"),
+                ("torch", "pyproject.toml: dependency-groups.dev[2]"),
+                ("ruff", "pyproject.toml: dependency-groups.lint[0]"),
+                // The optional groups last: kept apart until chosen, then merged.
                 (
                     "torchaudio",
                     "pyproject.toml: project.optional-dependencies.audio[0]"
                 ),
                 ("torch", "pyproject.toml: project.optional-dependencies.cpu[0]"),
-                ("pytest", "pyproject.toml: dependency-groups.dev[0]"),
-                ("torch", "pyproject.toml: dependency-groups.dev[2]"),
-                ("ruff", "pyproject.toml: dependency-groups.lint[0]"),
             ]
         );
         assert!(needs.requirements.iter().all(|r| r.pyproject));
@@ -1587,14 +1663,14 @@ url = "https://download.pytorch.org/whl/rocm6.2"
             origins,
             [
                 "pyproject.toml: project.dependencies[1]",
-                "pyproject.toml: project.optional-dependencies.cpu[0]",
                 "pyproject.toml: dependency-groups.dev[2]",
+                "pyproject.toml: project.optional-dependencies.cpu[0]",
             ]
         );
         assert_eq!(needs.torch[0].variant, Some(variant("cu121")));
         assert!(marker_applies(needs.torch[0].marker.as_ref(), "3.12"));
         assert!(!marker_applies(needs.torch[0].marker.as_ref(), "3.13"));
-        assert_eq!(needs.torch[1].variant, Some(Variant::Cpu));
+        assert_eq!(needs.torch[2].variant, Some(Variant::Cpu));
         assert_eq!(
             needs.torchvision[0].origin,
             "pyproject.toml: project.dependencies[2]"

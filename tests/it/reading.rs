@@ -925,3 +925,165 @@ fn gpus_of_other_vendors_are_refused_by_name() {
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(run.stdout.contains("stack    CANN"), "{}", run.stdout);
 }
+
+/// The readings a query reports for `input`, by flag.
+fn reading_of(doc: &Value, input: &str) -> Value {
+    doc["readings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["input"] == input)
+        .cloned()
+        .unwrap_or_else(|| panic!("no reading of {input}: {doc:#}"))
+}
+
+/// Python, torch and CUDA as chats, wheel tags and vendor pages write them; each read
+/// differently from how it was written gets a `read:` line.
+#[test]
+fn versions_as_listings_and_wheel_tags_write_them() {
+    for written in ["py310", "cp310", "python3.10", "Python 3.10", "3.10.*", "3.10"] {
+        let (code, doc) = query(&["--python", written, "--torch", "2.4.1"]);
+        assert_eq!(code, 0, "{written}: {doc:#}");
+        assert!(
+            doc["stacks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|s| s["python"] == "3.10"),
+            "{written}: {doc:#}"
+        );
+    }
+    let (_, doc) = query(&["--python", "cp310", "--torch", "2.4.1"]);
+    assert_eq!(
+        reading_of(&doc, "--python")["note"],
+        "`cp310` read as Python 3.10"
+    );
+    for written in ["torch==2.3.1", "torch 2.3.1", "PyTorch 2.3.1", "v2.3.1"] {
+        let (code, doc) = query(&["--torch", written]);
+        assert_eq!(code, 0, "{written}: {doc:#}");
+        assert!(
+            doc["stacks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|s| s["torch"] == "2.3.1"),
+            "{written}"
+        );
+    }
+    let (_, doc) = query(&["--cuda", "CUDA 12.1", "--torch", "2.4.1"]);
+    assert_eq!(reading_of(&doc, "--cuda")["read_as"], "==12.1");
+    // `latest` is the newest torch compat-db has, said; `nightly` is refused, naming it.
+    let (code, doc) = query(&["--torch", "latest"]);
+    assert_eq!(code, 0);
+    let r = reading_of(&doc, "--torch");
+    assert_eq!(r["read_as"], "==2.15.0", "{r}");
+    assert!(
+        r["note"]
+            .as_str()
+            .unwrap()
+            .contains("newest release in compat-db"),
+        "{r}"
+    );
+    let run = gpuenv(&["query", "--torch", "nightly"]);
+    assert_eq!(run.code, 2);
+    assert!(
+        run.stderr.contains("gpuenv judges torch releases"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("2.15.0"), "{}", run.stderr);
+    // What cannot be read names the forms that can.
+    let run = gpuenv(&["query", "--python", "snake"]);
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains("py310, cp310, python3.10"), "{}", run.stderr);
+}
+
+#[test]
+fn driver_branches_and_cuda_drivers_as_listings_write_them() {
+    for written in [
+        "550.xx",
+        "550.x",
+        "R550",
+        "550+",
+        "driver 550 series",
+        "NVIDIA driver R550",
+    ] {
+        let (code, doc) = query(&["--driver", written, "--gpu", "H100 SXM"]);
+        assert_eq!(code, 0, "{written}: {doc:#}");
+        assert_eq!(reading_of(&doc, "--driver")["read_as"], "550.40.07", "{written}");
+    }
+    // "CUDA 12.4 driver": the first driver whose CUDA is 12.4, CUDA 12.4.0's minimum.
+    for args in [
+        &["--driver-cuda", "12.4"][..],
+        &["--driver-cuda", "CUDA 12.4"][..],
+        &["--driver", "CUDA 12.4 driver"][..],
+    ] {
+        let (code, doc) = query(&[args, &["--gpu", "H100 SXM", "--torch", "2.5.1+cu124"][..]].concat());
+        assert_eq!(code, 0, "{args:?}: {doc:#}");
+        let r = reading_of(&doc, args[0]);
+        assert_eq!(r["read_as"], "550.54.14", "{r}");
+        assert!(
+            r["note"].as_str().unwrap().contains("first whose CUDA is 12.4"),
+            "{r}"
+        );
+        assert_eq!(doc["stacks"][0]["status"], "compatible", "{args:?}");
+    }
+    let run = gpuenv(&["query", "--driver-cuda", "9.9"]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    // An error quotes at most an excerpt of what was written, not all 5,000 characters.
+    let long = "5".repeat(5000);
+    let run = gpuenv(&["query", "--driver", &long]);
+    assert_eq!(run.code, 2);
+    assert!(
+        run.stderr.len() < 1500,
+        "{} bytes: {}",
+        run.stderr.len(),
+        &run.stderr[..300]
+    );
+    assert!(run.stderr.contains("more characters"), "{}", run.stderr);
+}
+
+/// Names as Chinese listings and the Hub write them.
+#[test]
+fn gpu_and_model_names_with_their_market_and_hub_spellings() {
+    assert_eq!(header(&["--gpu", "A6000 Ada"]), "RTX 6000 Ada");
+    assert_eq!(header(&["--gpu", "RTX A6000"]), "RTX A6000");
+    assert_eq!(header(&["--gpu", "8张A100 80G"]), "8x A100 80GB SXM");
+    for (model, record) in [
+        ("Qwen2.5-72B-Instruct", "qwen2-5-72b"),
+        ("gemma-2-9b-it", "gemma-2-9b"),
+        ("meta-llama/Llama-2-7b-chat-hf", "llama-2-7b"),
+    ] {
+        let run = gpuenv(&["plan", "--model", model, "--method", "inference", "--json"]);
+        assert_eq!(run.code, 0, "{model}: {}", run.stderr);
+        let source = json(&run)["model"]["source"].as_str().unwrap().to_string();
+        assert!(source.contains(&format!("model/{record}")), "{model}: {source}");
+    }
+    // A quantized checkpoint is not its base model.
+    let run = gpuenv(&["plan", "--model", "Qwen2.5-72B-Instruct-AWQ", "--json"]);
+    assert_eq!(run.code, 2, "{}", run.stdout);
+}
+
+/// A price as listings write it, on the command line, its currency kept.
+#[test]
+fn prices_on_the_command_line_as_listings_write_them() {
+    for (price, said) in [
+        ("¥14.4/卡时", "at CNY 14.40/GPU-hour"),
+        ("40元/时", "at CNY 40.00/GPU-hour"),
+        ("$2.1/GPU-hr", "at USD 2.10/GPU-hour"),
+        ("2.49", "at 2.49/GPU-hour"),
+    ] {
+        let run = gpuenv(&[
+            "plan", "--params", "7B", "--gpu", "H100 SXM", "--tokens", "1B", "--price", price,
+        ]);
+        assert_eq!(run.code, 0, "{price}: {}", run.stderr);
+        assert!(run.stdout.contains(said), "{price}: {}", run.stdout);
+    }
+    let run = gpuenv(&["plan", "--params", "7B", "--price", "CNY 320 per machine-hour"]);
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains("--offers"), "{}", run.stderr);
+    assert!(!run.stderr.contains("\\n"), "{}", run.stderr);
+    let run = gpuenv(&["plan", "--params", "7B", "--price", "$2", "--currency", "CNY"]);
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains("contradicts"), "{}", run.stderr);
+}
