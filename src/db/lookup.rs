@@ -995,19 +995,8 @@ impl Db {
     pub fn driver_for_cuda(&self, text: &str) -> Result<(DriverVersion, String), ParseError> {
         const WHAT: &str = "CUDA version of a driver";
         let t = text.trim();
-        let words: Vec<&str> = t
-            .split_whitespace()
-            .filter(|w| {
-                !matches!(
-                    w.to_ascii_lowercase().as_str(),
-                    "cuda" | "driver" | "nvidia" | "version"
-                )
-            })
-            .collect();
-        let digits = match words.as_slice() {
-            [one] => one.trim_start_matches(|c: char| c.is_ascii_alphabetic()),
-            _ => t,
-        };
+        let word = crate::model::without_words(t, &["cuda", "driver", "nvidia", "version"]);
+        let digits = word.trim_start_matches(|c: char| c.is_ascii_alphabetic());
         let want: CudaVersion = digits.parse().map_err(|_| {
             ParseError::new(
                 WHAT,

@@ -51,4 +51,6 @@ pub use pep440::{
 pub use python::{Manylinux, PythonTag};
 pub use sourced::Sourced;
 pub use variant::Variant;
-pub use written::{DriverInput, DriverReq, MAX_GPU_COUNT, Reading, SeriesOf, count_candidates, read_series};
+pub use written::{
+    DriverInput, DriverReq, MAX_GPU_COUNT, Reading, SeriesOf, count_candidates, read_series, without_words,
+};

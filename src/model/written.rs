@@ -148,21 +148,8 @@ impl FromStr for DriverInput {
     type Err = ParseError;
     fn from_str(input: &str) -> Result<Self, ParseError> {
         const WHAT: &str = "driver version";
-        let t = input.trim();
         // Words listings put around a branch: "driver 570 series", "NVIDIA driver R570".
-        let words: Vec<&str> = t
-            .split_whitespace()
-            .filter(|w| {
-                !matches!(
-                    w.to_ascii_lowercase().as_str(),
-                    "driver" | "drivers" | "nvidia" | "series" | "branch"
-                )
-            })
-            .collect();
-        let t = match words.as_slice() {
-            [one] => *one,
-            _ => t,
-        };
+        let t = without_words(input, &["driver", "drivers", "nvidia", "series", "branch"]);
         let t = t.strip_prefix(['R', 'r']).unwrap_or(t);
         // `550+` where one driver is meant: the branch, whose first release is the least it
         // admits (a requirement reads it as `>=550`, see [`DriverReq`]).
@@ -200,6 +187,21 @@ impl fmt::Display for DriverInput {
             DriverInput::Version(v) => write!(f, "{v}"),
             DriverInput::Branch(b) => write!(f, "R{b}"),
         }
+    }
+}
+
+/// The one word of `text` that is not among `noise` (compared without case): what a
+/// listing's "driver 570 series" or "CUDA 12.4 driver" says; `text` trimmed when no single
+/// word is left.
+pub fn without_words<'a>(text: &'a str, noise: &[&str]) -> &'a str {
+    let t = text.trim();
+    let words: Vec<&str> = t
+        .split_whitespace()
+        .filter(|w| !noise.iter().any(|n| w.eq_ignore_ascii_case(n)))
+        .collect();
+    match words.as_slice() {
+        [one] => one,
+        _ => t,
     }
 }
 
