@@ -422,6 +422,11 @@ pub fn read_series(of: SeriesOf, input: &str) -> Result<(VersionSpecifiers, Opti
     }
     let (text, respelled) = spelled(of, trimmed);
     let text = text.as_str();
+    // `py`, `torch`: a name with no version after it says nothing (an empty specifier
+    // would admit every version).
+    if text.trim().is_empty() {
+        return Err(ParseError::new("version specifier", input, format!("expected {}", of.forms())));
+    }
     let mut clauses = Vec::new();
     let mut notes: Vec<String> = respelled.into_iter().collect();
     for clause in text.split(',') {
@@ -675,9 +680,13 @@ mod tests {
 
     #[test]
     fn malformed_versions_are_errors() {
-        for bad in ["2.x.1", "abc", ">=2.x", "2..4", "", "2.4,", "~=2"] {
+        for bad in ["2.x.1", "abc", ">=2.x", "2..4", "", "2.4,", "~=2", "torch", "PyTorch ", "v"] {
             assert!(read_series(SeriesOf::Torch, bad).is_err(), "{bad}");
         }
+        for bad in ["py", "cp", "python", "Python -"] {
+            assert!(read_series(SeriesOf::Python, bad).is_err(), "{bad}");
+        }
+        assert!(read_series(SeriesOf::Cuda, "CUDA").is_err());
         let e = read_series(SeriesOf::Torch, "2.x.1").unwrap_err();
         assert!(e.to_string().contains("`2.x.1`"), "{e}");
     }
