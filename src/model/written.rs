@@ -425,7 +425,11 @@ pub fn read_series(of: SeriesOf, input: &str) -> Result<(VersionSpecifiers, Opti
     // `py`, `torch`: a name with no version after it says nothing (an empty specifier
     // would admit every version).
     if text.trim().is_empty() {
-        return Err(ParseError::new("version specifier", input, format!("expected {}", of.forms())));
+        return Err(ParseError::new(
+            "version specifier",
+            input,
+            format!("expected {}", of.forms()),
+        ));
     }
     let mut clauses = Vec::new();
     let mut notes: Vec<String> = respelled.into_iter().collect();
@@ -680,7 +684,9 @@ mod tests {
 
     #[test]
     fn malformed_versions_are_errors() {
-        for bad in ["2.x.1", "abc", ">=2.x", "2..4", "", "2.4,", "~=2", "torch", "PyTorch ", "v"] {
+        for bad in [
+            "2.x.1", "abc", ">=2.x", "2..4", "", "2.4,", "~=2", "torch", "PyTorch ", "v",
+        ] {
             assert!(read_series(SeriesOf::Torch, bad).is_err(), "{bad}");
         }
         for bad in ["py", "cp", "python", "Python -"] {
