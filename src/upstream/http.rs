@@ -103,26 +103,21 @@ impl Client {
 
     /// GETs `url`, with an `Accept` header when given.
     pub fn get(&self, url: &Url, accept: Option<&str>) -> Result<Fetched, UpstreamError> {
-        let net = |reason: String| UpstreamError::Network {
-            url: url.to_string(),
-            reason,
-        };
         let headers: Vec<_> = accept
             .map(|a| (reqwest::header::ACCEPT, a.to_string()))
             .into_iter()
             .collect();
-        let failed = |e: net::NetError| network(url, e);
         let resp = self.send(url, &headers)?;
         let status = resp.status;
         if status == reqwest::StatusCode::NOT_FOUND {
             return Ok(Fetched::NotFound);
         }
         if !status.is_success() {
-            return Err(net(format!("HTTP {status}")));
+            return Err(network(url, format!("HTTP {status}")));
         }
         let bytes = resp
             .bytes(Cap::at_most(DOCUMENT_CAP, "an upstream document"))
-            .map_err(failed)?;
+            .map_err(|e| network(url, e))?;
         let body = String::from_utf8(bytes).map_err(|_| UpstreamError::Format {
             url: url.to_string(),
             reason: "the answer is not UTF-8 text".into(),

@@ -229,12 +229,7 @@ fn a_branch_reads_as_its_first_tagged_release_below_the_toolkit_driver() {
         "550",
     ];
     let (_, doc) = query(&args);
-    let reading = doc["readings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["input"] == "--driver")
-        .unwrap_or_else(|| panic!("{doc:#}"));
+    let reading = reading_of(&doc, "--driver");
     assert_eq!(reading["read_as"], "550.40.07", "{reading}");
     assert!(
         reading["note"]
@@ -265,12 +260,7 @@ fn a_branch_reads_as_its_first_tagged_release_below_the_toolkit_driver() {
 
     // R575 likewise: 575.51.02 is below CUDA 12.9's 575.51.03.
     let (_, doc) = query(&["--driver", "575", "--gpu", "H100 SXM"]);
-    let reading = doc["readings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["input"] == "--driver")
-        .unwrap_or_else(|| panic!("{doc:#}"));
+    let reading = reading_of(&doc, "--driver");
     assert_eq!(reading["read_as"], "575.51.02", "{reading}");
 }
 
